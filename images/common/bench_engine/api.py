@@ -1,0 +1,74 @@
+"""What a framework engine implements: an :class:`Engine` that prepares a :class:`Workload`."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+from bench_engine.data import Dataset
+
+
+@dataclass(frozen=True)
+class StepBatch:
+    """One step's slice of the dataset: samples ``start .. start + size`` (dataset order)."""
+
+    epoch: int
+    index: int  # step index within the epoch, from 0
+    start: int
+    size: int  # samples in this batch (smaller than the batch for a kept partial batch)
+
+
+class UnsupportedError(RuntimeError):
+    """The engine cannot do what the spec asks (unknown arch, precision on this device...)."""
+
+
+@dataclass
+class Workload(ABC):
+    """A model, its optimizer and its data, ready to run steps.
+
+    The harness calls :meth:`step` for every step in order and :meth:`sync` whenever it
+    reads the clock; steps may be asynchronous in between.
+    """
+
+    trainable_parameters: int
+    precision: dict[str, Any]
+    data_placement: str
+    optimizations: dict[str, dict[str, Any]] = field(default_factory=dict)
+    world_size: int = 1
+
+    @abstractmethod
+    def step(self, batch: StepBatch) -> None:
+        """Run one training (or inference) step on ``batch``; may return before the device is done."""
+
+    @abstractmethod
+    def sync(self) -> None:
+        """Block until every step issued so far has finished on the device."""
+
+    def loss(self) -> float | None:
+        """The loss of the last finished training step (called after :meth:`sync`)."""
+        return None
+
+    def peak_memory_bytes(self) -> int | None:
+        """Peak device memory used, where the framework reports it."""
+        return None
+
+
+class Engine(ABC):
+    """A framework adapter. ``prepare`` imports the framework, so setup time covers the import."""
+
+    name: str = ""
+    framework: str = ""
+
+    @abstractmethod
+    def environment(self, spec: dict[str, Any]) -> dict[str, Any]:
+        """framework, framework_version, cuda, cudnn, driver, device_kind, devices (as seen inside)."""
+
+    @abstractmethod
+    def prepare(self, spec: dict[str, Any], data: Dataset) -> Workload:
+        """Build the model and optimizer, place the data, return the workload."""
+
+    def is_out_of_memory(self, exc: BaseException) -> bool:
+        """Whether ``exc`` is the framework's device out-of-memory error."""
+        text = f"{type(exc).__name__}: {exc}".lower()
+        return "out of memory" in text or "resource_exhausted" in text or "resourceexhausted" in text

@@ -1,0 +1,63 @@
+"""Read a canonical bench dataset split and verify its content hash.
+
+Canonical form (written by the orchestrator, ``orchestrator/data``): a folder holding
+``images.npy`` (uint8, N x H x W x C) and ``labels.npy`` (int32, N). The split's sha256 is
+the hash of the bytes of ``images.npy`` followed by those of ``labels.npy``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+CANONICAL_FILES = ("images.npy", "labels.npy")
+_CHUNK = 8 << 20
+
+
+def split_sha256(folder: Path) -> str:
+    """sha256 of a canonical split folder (the files in their fixed order)."""
+    digest = hashlib.sha256()
+    for name in CANONICAL_FILES:
+        with open(folder / name, "rb") as handle:
+            while chunk := handle.read(_CHUNK):
+                digest.update(chunk)
+    return digest.hexdigest()
+
+
+@dataclass
+class Dataset:
+    images: np.ndarray  # uint8 N x H x W x C
+    labels: np.ndarray  # int32 N
+    sha256: str
+
+    @property
+    def samples(self) -> int:
+        return int(self.labels.shape[0])
+
+
+class DatasetError(RuntimeError):
+    """The dataset is missing, malformed or not the one the spec names."""
+
+
+def load_dataset(folder: str | Path, expected_sha256: str | None = None) -> Dataset:
+    """Load a split, hashing exactly the bytes read; raise DatasetError on any mismatch."""
+    root = Path(folder)
+    for name in CANONICAL_FILES:
+        if not (root / name).is_file():
+            raise DatasetError(f"dataset file missing: {root / name}")
+    sha = split_sha256(root)
+    if expected_sha256 and sha != expected_sha256:
+        raise DatasetError(f"dataset hash {sha[:12]} does not match the spec's {expected_sha256[:12]} ({root})")
+    images = np.load(root / "images.npy", allow_pickle=False)
+    labels = np.load(root / "labels.npy", allow_pickle=False).astype(np.int32, copy=False)
+    if images.ndim != 4 or images.dtype != np.uint8 or labels.shape != (images.shape[0],):
+        raise DatasetError(f"dataset {root}: expected uint8 NHWC images and N labels, got {images.shape} {images.dtype}")
+    return Dataset(images=images, labels=labels, sha256=sha)
+
+
+def normalize(images_uint8: np.ndarray) -> np.ndarray:
+    """uint8 NHWC -> float32 NHWC in [-1, 1]; the same preprocessing in every engine."""
+    return (images_uint8.astype(np.float32) / 127.5) - 1.0

@@ -1,0 +1,134 @@
+"""The timing harness: warmup excluded, device synchronised before every clock read.
+
+Steps are taken in dataset order. Epoch ``e`` has ``steps_per_epoch`` steps; with
+``drop_last`` false the last step of an epoch carries the partial batch and is counted with
+its real number of samples. The first ``warmup_steps`` steps of the run (compilation, graph
+capture, autotuning) are timed as one block and excluded from the steady state. The steady
+state is timed in windows of ``window_steps`` steps, each ended by a device sync; windows never
+cross an epoch boundary.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from bench_engine.api import StepBatch, Workload
+
+
+def batches_of_epoch(epoch: int, samples: int, batch: int, steps_per_epoch: int) -> list[StepBatch]:
+    """The steps of one epoch; the last is partial when the dataset does not divide evenly."""
+    out = []
+    for index in range(steps_per_epoch):
+        start = index * batch
+        size = min(batch, samples - start)
+        if size <= 0:
+            raise ValueError(f"step {index} of epoch {epoch} starts past the dataset ({samples} samples)")
+        out.append(StepBatch(epoch=epoch, index=index, start=start, size=size))
+    return out
+
+
+@dataclass
+class Measurements:
+    """What the harness measured; partial measurements survive a failure."""
+
+    warmup_s: float = 0.0
+    warmup_steps: int = 0
+    epochs: list[dict[str, Any]] = field(default_factory=list)
+    windows: list[list[float]] = field(default_factory=list)
+    steps_done: int = 0
+    samples_done: int = 0
+    epochs_done: int = 0
+    loss_first: float | None = None
+    final_loss: float | None = None
+
+    def steady(self) -> dict[str, Any]:
+        steps = int(sum(w[0] for w in self.windows))
+        samples = int(sum(w[1] for w in self.windows))
+        seconds = float(sum(w[2] for w in self.windows))
+        return {
+            "steps": steps,
+            "samples": samples,
+            "time_s": seconds,
+            "throughput": (samples / seconds) if seconds > 0 else None,
+        }
+
+    def latency_ms(self) -> dict[str, float] | None:
+        """Per-batch latency percentiles from windows of one step each (inference)."""
+        per_step = [w[2] / w[0] * 1000.0 for w in self.windows if w[0] == 1]
+        if not per_step:
+            return None
+        import numpy as np
+
+        arr = np.asarray(per_step)
+        return {
+            "mean": float(arr.mean()),
+            "p50": float(np.percentile(arr, 50)),
+            "p90": float(np.percentile(arr, 90)),
+            "p95": float(np.percentile(arr, 95)),
+            "p99": float(np.percentile(arr, 99)),
+            "min": float(arr.min()),
+            "max": float(arr.max()),
+        }
+
+
+def run_harness(workload: Workload, spec: dict[str, Any], samples: int, measured: Measurements) -> Measurements:
+    """Run every step of the spec on ``workload``, filling ``measured`` as it goes."""
+    parity = spec["parity"]
+    batch = parity["batch"]["per_device"] * workload.world_size
+    steps_per_epoch = parity["steps_per_epoch"]
+    epochs = parity["epochs"]
+    warmup_left = parity["warmup_steps"]
+    window = spec["measurement"]["window_steps"]
+    clock = time.perf_counter
+
+    for epoch in range(1, epochs + 1):
+        steps = batches_of_epoch(epoch, samples, batch, steps_per_epoch)
+        epoch_time = 0.0
+        position = 0
+        if warmup_left:
+            block = steps[:warmup_left]
+            workload.sync()
+            t0 = clock()
+            for item in block:
+                workload.step(item)
+            workload.sync()
+            elapsed = clock() - t0
+            measured.warmup_s += elapsed
+            measured.warmup_steps += len(block)
+            epoch_time += elapsed
+            warmup_left -= len(block)
+            position = len(block)
+            _count(measured, block)
+            if measured.loss_first is None:
+                measured.loss_first = workload.loss()
+        while position < len(steps):
+            block = steps[position : position + window]
+            t0 = clock()
+            for item in block:
+                workload.step(item)
+            workload.sync()
+            elapsed = clock() - t0
+            measured.windows.append([len(block), sum(b.size for b in block), elapsed])
+            epoch_time += elapsed
+            position += len(block)
+            _count(measured, block)
+        measured.epochs_done = epoch
+        measured.epochs.append(
+            {
+                "epoch": epoch,
+                "steps": len(steps),
+                "samples": sum(b.size for b in steps),
+                "time_s": epoch_time,
+            }
+        )
+    measured.final_loss = workload.loss()
+    if measured.loss_first is None:
+        measured.loss_first = measured.final_loss
+    return measured
+
+
+def _count(measured: Measurements, block: list[StepBatch]) -> None:
+    measured.steps_done += len(block)
+    measured.samples_done += sum(b.size for b in block)

@@ -1,0 +1,193 @@
+"""The engine entrypoint: ``<engine> --spec SPEC.json --result RESULT.json``.
+
+Exit codes: 0 the result says ok; 1 the result says failed; 2 the spec could not be read;
+130 interrupted (SIGINT or SIGTERM). A result file is written in every case where the spec
+could be read, atomically, so the orchestrator never sees half a file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import signal
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from bench_engine.api import Engine, UnsupportedError
+from bench_engine.data import DatasetError, load_dataset
+from bench_engine.harness import Measurements, run_harness
+
+RESULT_SCHEMA_VERSION = 1
+_START = time.perf_counter()
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM turned into an interrupt so the result is still written."""
+
+
+def write_json_atomic(path: Path, payload: dict[str, Any]) -> None:
+    """Write JSON through a temporary file in the same folder and rename it into place."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            json.dump(payload, handle, indent=2, sort_keys=False)
+            handle.write("\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    raise _Terminated()
+
+
+def _log(message: str) -> None:
+    print(f"[bench-engine] {message}", file=sys.stderr, flush=True)
+
+
+def _base_environment(engine: Engine) -> dict[str, Any]:
+    from bench_engine import ENGINE_LIB_VERSION
+
+    return {
+        "framework": engine.framework,
+        "framework_version": "unknown",
+        "python": platform.python_version(),
+        "engine_version": ENGINE_LIB_VERSION,
+        "cuda": None,
+        "cudnn": None,
+        "driver": None,
+        "device_kind": "cpu",
+        "devices": [],
+    }
+
+
+def _work(spec: dict[str, Any], workload: Any, dataset_sha: str, dataset_samples: int, measured: Measurements) -> dict[str, Any]:
+    parity = spec["parity"]
+    return {
+        "mode": parity["mode"],
+        "arch": parity["model"]["arch"],
+        "num_classes": parity["model"]["num_classes"],
+        "input_shape": [parity["input"]["height"], parity["input"]["width"], parity["input"]["channels"]],
+        "trainable_parameters": int(workload.trainable_parameters),
+        "dataset_sha256": dataset_sha,
+        "dataset_samples": dataset_samples,
+        "batch_per_device": parity["batch"]["per_device"],
+        "batch_global": parity["batch"]["per_device"] * workload.world_size,
+        "world_size": workload.world_size,
+        "drop_last": parity["batch"]["drop_last"],
+        "epochs": measured.epochs_done,
+        "steps": measured.steps_done,
+        "samples": measured.samples_done,
+        "data_placement": workload.data_placement,
+        "precision": workload.precision,
+        "optimizations": workload.optimizations,
+    }
+
+
+def _measurements(setup_s: float, workload: Any, measured: Measurements) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "setup_s": setup_s,
+        "warmup_s": measured.warmup_s,
+        "warmup_steps": measured.warmup_steps,
+        "epochs": measured.epochs,
+        "steady": measured.steady(),
+        "windows": measured.windows,
+        "peak_memory_bytes": workload.peak_memory_bytes() if workload is not None else None,
+        "final_loss": measured.final_loss,
+        "loss_first": measured.loss_first,
+    }
+    latency = measured.latency_ms()
+    if latency:
+        out["latency_ms"] = latency
+    return out
+
+
+def _cap_windows(measurements: dict[str, Any], limit: int) -> None:
+    """Keep at most ``limit`` timing windows in the file, evenly spaced (totals use them all)."""
+    windows = measurements.get("windows") or []
+    if len(windows) > limit:
+        stride = len(windows) / limit
+        measurements["windows"] = [windows[int(i * stride)] for i in range(limit)]
+
+
+def execute(engine: Engine, spec: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    """Run ``spec`` on ``engine``; return the result document and the exit code."""
+    result: dict[str, Any] = {
+        "schema_version": RESULT_SCHEMA_VERSION,
+        "run_id": spec["run_id"],
+        "engine": engine.name,
+        "status": "ok",
+        "environment": _base_environment(engine),
+    }
+    workload = None
+    measured = Measurements()
+    dataset_sha = ""
+    dataset_samples = 0
+    setup_s = 0.0
+    code = 0
+    try:
+        env = engine.environment(spec)
+        result["environment"].update(env)
+        dataset = load_dataset(spec["parity"]["dataset"]["path"], spec["parity"]["dataset"]["sha256"])
+        dataset_sha, dataset_samples = dataset.sha256, dataset.samples
+        _log(f"dataset {dataset_sha[:12]} ({dataset_samples} samples) loaded")
+        workload = engine.prepare(spec, dataset)
+        setup_s = time.perf_counter() - _START
+        _log(f"setup done in {setup_s:.2f}s; {spec['parity']['total_steps']} steps to run")
+        run_harness(workload, spec, dataset_samples, measured)
+        steady = measured.steady()
+        _log(f"done: {measured.samples_done} samples, steady {steady['throughput'] or 0:.1f} samples/s")
+    except KeyboardInterrupt as exc:
+        result["status"] = "failed"
+        result["failure"] = {"kind": "interrupted", "message": "terminated by signal" if isinstance(exc, _Terminated) else "interrupted"}
+        code = 130
+    except BaseException as exc:  # noqa: BLE001 - every failure becomes a result
+        kind = "crash"
+        if isinstance(exc, UnsupportedError):
+            kind = "unsupported"
+        elif isinstance(exc, DatasetError):
+            kind = "bad_spec"
+        elif engine.is_out_of_memory(exc):
+            kind = "oom"
+        result["status"] = "failed"
+        result["failure"] = {
+            "kind": kind,
+            "message": f"{type(exc).__name__}: {exc}".strip()[:2000],
+            "traceback": traceback.format_exc()[-8000:],
+        }
+        _log(f"failed ({kind}): {result['failure']['message']}")
+        code = 1
+    if workload is not None:
+        result["work"] = _work(spec, workload, dataset_sha, dataset_samples, measured)
+        result["measurements"] = _measurements(setup_s, workload, measured)
+        _cap_windows(result["measurements"], spec["measurement"]["max_step_samples"])
+    return result, code
+
+
+def run_engine(engine: Engine, argv: list[str] | None = None) -> int:
+    """Parse the command line, run the spec, write the result; return the process exit code."""
+    parser = argparse.ArgumentParser(prog=f"bench-engine-{engine.name}", description=__doc__)
+    parser.add_argument("--spec", required=True, type=Path, help="run-spec JSON")
+    parser.add_argument("--result", required=True, type=Path, help="where to write the engine-result JSON")
+    args = parser.parse_args(argv)
+    try:
+        spec = json.loads(args.spec.read_text())
+        if spec.get("schema_version") != 1 or "parity" not in spec:
+            raise ValueError("not a bench run spec (schema_version 1)")
+    except (OSError, ValueError) as exc:
+        _log(f"cannot read spec {args.spec}: {exc}")
+        return 2
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    result, code = execute(engine, spec)
+    write_json_atomic(args.result, result)
+    return code
