@@ -1,0 +1,69 @@
+"""The folder layout of an artifact.
+
+``<root>/<scenario>/<UTC time>-<id>/``: ``scenario.yaml`` (resolved), ``runs/<run-id>/``
+(``spec.json``, ``result.json``, ``run.json``, ``engine.log``, telemetry), ``summary.json``,
+``manifest.json``.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from orchestrator.errors import BadInput
+
+MANIFEST = "manifest.json"
+SUMMARY = "summary.json"
+SCENARIO = "scenario.yaml"
+RUNS = "runs"
+
+# file name -> schema it must satisfy
+SCHEMA_OF = {"spec.json": "run-spec", "result.json": "engine-result", "run.json": "run-record", SUMMARY: "summary", MANIFEST: "manifest"}
+
+
+@dataclass(frozen=True)
+class Artifact:
+    root: Path
+    scenario: str
+    artifact_id: str
+
+    def run_dir(self, run_id: str) -> Path:
+        return self.root / RUNS / run_id
+
+    def run_dirs(self) -> list[Path]:
+        runs = self.root / RUNS
+        return sorted(p for p in runs.iterdir() if p.is_dir()) if runs.is_dir() else []
+
+
+def utc_stamp() -> str:
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def create_artifact(out_root: Path, scenario: str) -> Artifact:
+    artifact_id = f"{utc_stamp()}-{secrets.token_hex(3)}"
+    root = out_root / scenario / artifact_id
+    try:
+        (root / RUNS).mkdir(parents=True, exist_ok=False)
+    except OSError as exc:
+        raise BadInput(f"--out {out_root}: cannot create the artifact folder ({exc.strerror or exc})") from None
+    return Artifact(root, scenario, artifact_id)
+
+
+def open_artifact(folder: Path) -> Artifact:
+    """An existing artifact folder (BadInput when it is not one)."""
+    import json
+
+    manifest = folder / MANIFEST
+    if not manifest.is_file():
+        raise BadInput(f"{folder}: not a bench artifact (no {MANIFEST})")
+    try:
+        meta = json.loads(manifest.read_text())
+    except (OSError, ValueError) as exc:
+        raise BadInput(f"{manifest}: unreadable ({exc})") from None
+    return Artifact(folder, meta.get("scenario", "?"), meta.get("artifact_id", folder.name))

@@ -1,0 +1,79 @@
+"""The ``bench`` root command. Sub-commands are the ``*_cmd.py`` modules of this package.
+
+Exit codes: 0 success; 1 some runs failed or were invalid; 2 bad input; 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import pkgutil
+import sys
+
+import typer
+from rich.markup import escape
+
+from orchestrator import __version__
+from orchestrator.cli.console import err
+from orchestrator.errors import BadInput, Interrupted
+
+app = typer.Typer(
+    name="bench",
+    help="Run deep-learning benchmark scenarios across framework engines, with parity checks and hashed artifacts.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+    rich_markup_mode="rich",
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"bench {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version.")) -> None:
+    """bench: containerized multi-framework deep-learning benchmarks."""
+
+
+def _register() -> None:
+    package = sys.modules[__package__]
+    for module in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
+        if not module.name.endswith("_cmd"):
+            continue
+        mod = importlib.import_module(f"{__package__}.{module.name}")
+        register = getattr(mod, "register", None)
+        if register is not None:
+            register(app)
+
+
+_register()
+
+
+def main() -> None:
+    """Console-script entry: turn bad input and interrupts into one line and an exit code."""
+    try:
+        app(standalone_mode=False)
+    except BadInput as exc:
+        err.print(f"[red]error:[/] {escape(str(exc))}")
+        sys.exit(2)
+    except (KeyboardInterrupt, Interrupted):
+        err.print("[magenta]interrupted[/]")
+        sys.exit(130)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        err.print("[magenta]aborted[/]")
+        sys.exit(130)
+    except Exception as exc:  # click usage errors and the unexpected
+        import click
+
+        if isinstance(exc, click.exceptions.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        if os.environ.get("BENCH_DEBUG"):
+            raise
+        err.print(f"[red]internal error:[/] {exc.__class__.__name__}: {escape(str(exc))} (set BENCH_DEBUG=1 for the traceback)")
+        sys.exit(1)

@@ -1,0 +1,34 @@
+"""Terminal output: one Rich console for data (stdout) and one for messages (stderr)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+
+_WIDE = 160  # when not attached to a terminal (logs, CI), do not wrap tables at 80 columns
+out = Console(highlight=False, width=None if sys.stdout.isatty() else _WIDE)
+err = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else _WIDE)
+
+STATUS_STYLE = {"ok": "green", "invalid": "yellow", "failed": "red", "timeout": "red", "interrupted": "magenta", "skipped": "dim"}
+
+
+def print_json(document: Any) -> None:
+    """Machine-readable output for --json: plain JSON on stdout."""
+    sys.stdout.write(json.dumps(document, indent=2, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def status_text(status: str) -> str:
+    return f"[{STATUS_STYLE.get(status, 'white')}]{escape(status)}[/]"
+
+
+def fmt_rate(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.1f}"
+
+
+def fmt_seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"

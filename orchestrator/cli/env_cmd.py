@@ -1,0 +1,80 @@
+"""``bench env``: host, GPUs (NVML), Docker, and the engines usable by the local runtime."""
+
+from __future__ import annotations
+
+import typer
+from rich.table import Table
+
+from orchestrator.cli.console import out, print_json
+from orchestrator.engines import discover
+from orchestrator.hostinfo import host_facts
+
+env_app = typer.Typer(help="Host facts and per-engine environments.", invoke_without_command=True)
+
+
+def engine_status() -> list[dict]:
+    from orchestrator.runtimes.local import probe_framework, resolve_interpreter
+
+    rows = []
+    for name, engine in discover().items():
+        try:
+            interpreter = resolve_interpreter(engine, {})
+            ok, detail = probe_framework(interpreter, engine)
+        except Exception as exc:  # noqa: BLE001 - reported, not raised
+            interpreter, ok, detail = "-", False, str(exc)
+        rows.append({"engine": name, "framework": engine.framework, "interpreter": interpreter, "usable": ok,
+                     "version" if ok else "reason": detail})
+    return rows
+
+
+def docker_status() -> dict:
+    try:
+        from orchestrator.runtimes.docker_client import daemon_status
+    except ImportError:
+        return {"reachable": False, "reason": "docker runtime not installed"}
+    return daemon_status()
+
+
+@env_app.callback()
+def env(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="Print as JSON.")) -> None:
+    """Show host, Python, GPUs through NVML, Docker reachability and usable engines."""
+    if ctx.invoked_subcommand:
+        return
+    facts = host_facts()
+    facts["docker"] = docker_status()
+    facts["engines"] = engine_status()
+    if as_json:
+        print_json(facts)
+        return
+    out.print(f"[bold]host[/] {facts['hostname']}  {facts['os']}  {facts['cpu_count']} CPUs  Python {facts['python']}  bench {facts['bench_version']}")
+    nvml = facts["nvml"]
+    if nvml["available"] and nvml["gpus"]:
+        out.print(f"[bold]GPUs[/] driver {nvml['driver']}, CUDA driver {nvml['cuda_driver']}")
+        for gpu in nvml["gpus"]:
+            memory = gpu["memory_total_bytes"] / 2**30 if gpu["memory_total_bytes"] else 0
+            out.print(f"  {gpu['index']}: {gpu['name']} {memory:.0f} GiB  {gpu['uuid']}")
+    else:
+        out.print(f"[bold]GPUs[/] none ({nvml.get('reason') or 'NVML reports no devices'})")
+    docker = facts["docker"]
+    out.print(f"[bold]Docker[/] " + (f"reachable, server {docker.get('version')}" if docker.get("reachable") else f"not reachable ({docker.get('reason')})"))
+    table = Table(title="engines (local runtime)")
+    for column in ("engine", "framework", "usable", "version / reason", "interpreter"):
+        table.add_column(column, overflow="fold")
+    for row in facts["engines"]:
+        table.add_row(row["engine"], row["framework"], "[green]yes[/]" if row["usable"] else "[red]no[/]",
+                      row.get("version") or row.get("reason", ""), row["interpreter"])
+    out.print(table)
+
+
+@env_app.command("create")
+def create(engine: str = typer.Argument(..., help="Engine whose pinned requirements to install."),
+           system_site_packages: bool = typer.Option(False, "--system-site-packages", help="Let the env see the host's packages.")) -> None:
+    """Create (or update) bench's own Python environment for ENGINE; the local runtime then uses it."""
+    from orchestrator.envs import create_env
+
+    python = create_env(engine, system_site_packages)
+    out.print(f"[green]ready[/]: {engine} -> {python}")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(env_app, name="env")

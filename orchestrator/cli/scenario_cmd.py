@@ -1,0 +1,142 @@
+"""``bench scenario``: run, validate, show and list scenarios."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from orchestrator.cli.console import err, out, print_json, status_text
+from orchestrator.cli.reporter import RichReporter
+from orchestrator.cli.results_view import render_summary
+from orchestrator.errors import BadInput
+from orchestrator.paths import default_results_dir, scenarios_dir
+from orchestrator.scenario import expand, load_scenario
+from orchestrator.scenario.load import Scenario
+
+scenario_app = typer.Typer(help="Validate, inspect and run YAML scenarios.", no_args_is_help=True)
+
+SetOption = typer.Option(None, "--set", help="Override a scenario field: key=value (e.g. workload.batch.size=64). Repeatable.")
+
+
+def _csv(value: str | None) -> list[str] | None:
+    return [v.strip() for v in value.split(",") if v.strip()] if value else None
+
+
+def _load(file: str, sets: list[str] | None, smoke: bool) -> Scenario:
+    return load_scenario(file, sets or [], smoke=smoke)
+
+
+@scenario_app.command("run")
+def run(
+    file: str = typer.Argument(..., help="Scenario YAML file (or the name of a bundled scenario)."),
+    engines: str = typer.Option(None, "--engines", help="Comma-separated subset of the scenario's engines."),
+    precisions: str = typer.Option(None, "--precisions", help="Comma-separated subset of the scenario's precisions."),
+    runtime: str = typer.Option("auto", "--runtime", help="auto | docker | local (and any other runtime module)."),
+    device: str = typer.Option("auto", "--device", help="auto | cpu | cuda."),
+    devices: int = typer.Option(None, "--devices", min=1, help="Devices per run (data parallel); overrides matrix.devices."),
+    sets: list[str] = SetOption,
+    repeats: int = typer.Option(None, "--repeats", min=1, help="Repeats of every run (separate processes)."),
+    smoke: bool = typer.Option(False, "--smoke", help="Shrink the scenario (few steps, small synthetic data) for a quick check."),
+    out_dir: Path = typer.Option(None, "--out", help="Artifact root (default: results/)."),
+    python: str = typer.Option(None, "--python", help="Interpreter for the local runtime (default: bench's own, or a bench env)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Validate and print the run matrix without running."),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Echo engine output."),
+) -> None:
+    """Run a scenario and write a hashed, schema-valid artifact."""
+    from orchestrator.execute import RunOptions, run_scenario
+
+    if device not in ("auto", "cpu", "cuda"):
+        raise BadInput(f"--device: '{device}' is not one of auto, cpu, cuda")
+    scenario = _load(file, sets, smoke)
+    plans = expand(scenario, _csv(engines), _csv(precisions), repeats, devices)
+    if dry_run:
+        _show_plans(scenario, plans, as_json)
+        return
+    settings = {"interpreter": python} if python else {}
+    options = RunOptions(runtime=runtime, device=device, out_root=out_dir or default_results_dir(), settings=settings)
+    outcome = run_scenario(scenario, plans, options, RichReporter(quiet=as_json, verbose=verbose))
+    if as_json:
+        print_json({"artifact": str(outcome.artifact.root), **outcome.summary})
+    else:
+        render_summary(outcome.summary)
+        err.print(f"artifact: [bold]{outcome.artifact.root}[/]")
+    raise typer.Exit(outcome.exit_code)
+
+
+@scenario_app.command("validate")
+def validate_cmd(
+    file: str = typer.Argument(..., help="Scenario YAML file."),
+    sets: list[str] = SetOption,
+    smoke: bool = typer.Option(False, "--smoke", help="Validate the smoke profile too."),
+) -> None:
+    """Check a scenario against its schema and bench's rules (exit 2 with the field on error)."""
+    scenario = _load(file, sets, smoke)
+    plans = expand(scenario)
+    out.print(f"[green]valid[/]: {scenario.source} ({scenario.name}, {len(plans)} runs)")
+
+
+@scenario_app.command("show")
+def show(
+    file: str = typer.Argument(..., help="Scenario YAML file."),
+    sets: list[str] = SetOption,
+    smoke: bool = typer.Option(False, "--smoke", help="Show the smoke profile."),
+    engines: str = typer.Option(None, "--engines"),
+    precisions: str = typer.Option(None, "--precisions"),
+    repeats: int = typer.Option(None, "--repeats", min=1),
+    devices: int = typer.Option(None, "--devices", min=1),
+    as_json: bool = typer.Option(False, "--json", help="Print the matrix as JSON."),
+) -> None:
+    """Print the expanded run matrix."""
+    scenario = _load(file, sets, smoke)
+    _show_plans(scenario, expand(scenario, _csv(engines), _csv(precisions), repeats, devices), as_json)
+
+
+def _show_plans(scenario: Scenario, plans, as_json: bool) -> None:
+    if as_json:
+        print_json({"scenario": scenario.name, "smoke": scenario.smoke, "workload": scenario.workload,
+                    "runs": [{"run_id": p.run_id, "engine": p.engine, "precision": p.precision, "path": p.path,
+                              "batch_per_device": p.batch, "devices": p.devices, "repeat": p.repeat,
+                              "skip_reason": p.skip_reason} for p in plans]})
+        return
+    w = scenario.workload
+    length = f"{w['epochs']} epochs" if "epochs" in w else f"{w['steps']} steps"
+    out.print(f"[bold]{scenario.name}[/]{' (smoke)' if scenario.smoke else ''}: {w['mode']} {w['model']['arch']} "
+              f"{w['input']['height']}x{w['input']['width']}x{w['input']['channels']}, {w['model']['num_classes']} classes, "
+              f"{w['dataset']['name']}/{w['dataset']['split']} ({w['dataset'].get('samples', 'all')} samples, {w['dataset']['source']}), "
+              f"{length}, warmup {w['warmup_steps']} steps")
+    table = Table(title=f"{len(plans)} runs")
+    for column in ("run id", "engine", "precision", "path", "batch", "devices", "repeat", "note"):
+        table.add_column(column)
+    for p in plans:
+        table.add_row(p.run_id, p.engine, p.precision, p.path, str(p.batch), str(p.devices), str(p.repeat),
+                      status_text("skipped") + f" {p.skip_reason}" if p.skip_reason else "")
+    out.print(table)
+
+
+@scenario_app.command("list")
+def list_cmd(as_json: bool = typer.Option(False, "--json")) -> None:
+    """List the bundled scenarios."""
+    rows = []
+    for path in sorted(scenarios_dir().glob("*.yaml")):
+        try:
+            scenario = load_scenario(str(path))
+            rows.append({"name": scenario.name, "file": str(path), "description": scenario.document.get("description", ""),
+                         "engines": scenario.matrix["engines"], "precisions": scenario.matrix["precisions"]})
+        except BadInput as exc:
+            rows.append({"name": path.stem, "file": str(path), "description": f"INVALID: {exc}", "engines": [], "precisions": []})
+    if as_json:
+        print_json(rows)
+        return
+    table = Table()
+    for column in ("name", "engines", "precisions", "description"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(row["name"], ",".join(row["engines"]), ",".join(row["precisions"]), row["description"][:120])
+    out.print(table)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(scenario_app, name="scenario")

@@ -1,0 +1,75 @@
+"""Engines are discovered from images/<name>/engine.yaml: adding one needs no edit here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+from jsonschema import Draft202012Validator
+
+from orchestrator.errors import BadInput
+from orchestrator.paths import images_dir
+
+COMMON_LIBRARY = "common"
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    """What bench knows about an engine from its metadata file."""
+
+    name: str
+    framework: str
+    module: str
+    framework_module: str
+    folder: Path
+    precisions: tuple[str, ...]
+    options_schema: dict[str, Any] = field(default_factory=dict)
+    requirements: Path | None = None
+    image: dict[str, Any] = field(default_factory=dict)
+
+    def python_path(self) -> list[Path]:
+        """Folders the engine's interpreter needs on PYTHONPATH (engine library + adapter)."""
+        return [self.folder.parent / COMMON_LIBRARY, self.folder]
+
+    def check_options(self, options: dict[str, Any], where: str) -> None:
+        """Validate engine options against the engine's own schema (BadInput naming the option)."""
+        errors = list(Draft202012Validator(self.options_schema or {"type": "object"}).iter_errors(options))
+        if errors:
+            err = errors[0]
+            key = ".".join(str(p) for p in err.absolute_path)
+            if err.validator == "additionalProperties":
+                extra = sorted(set(err.instance) - set(err.schema.get("properties", {})))
+                raise BadInput(f"{where}.{'.'.join(extra)}: not an option of engine '{self.name}'")
+            raise BadInput(f"{where}{'.' + key if key else ''}: {err.message}")
+
+
+@cache
+def discover() -> dict[str, EngineInfo]:
+    """All engines under images/ that carry an engine.yaml."""
+    engines: dict[str, EngineInfo] = {}
+    for meta_file in sorted(images_dir().glob("*/engine.yaml")):
+        meta = yaml.safe_load(meta_file.read_text()) or {}
+        folder = meta_file.parent
+        requirements = folder / meta["requirements"] if meta.get("requirements") else None
+        engines[meta["name"]] = EngineInfo(
+            name=meta["name"],
+            framework=meta.get("framework", meta["name"]),
+            module=meta["module"],
+            framework_module=meta.get("framework_module", meta["module"]),
+            folder=folder,
+            precisions=tuple(meta.get("precisions", ["fp32"])),
+            options_schema=meta.get("options") or {},
+            requirements=requirements,
+            image=meta.get("image") or {},
+        )
+    return engines
+
+
+def get_engine(name: str, where: str = "engine") -> EngineInfo:
+    engines = discover()
+    if name not in engines:
+        raise BadInput(f"{where}: unknown engine '{name}' (known: {', '.join(sorted(engines))})")
+    return engines[name]

@@ -1,0 +1,23 @@
+"""Facts about the host recorded with every artifact and shown by ``bench env``."""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+from typing import Any
+
+import orchestrator
+from orchestrator.gpus import nvml_snapshot
+
+
+def host_facts(gpus: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {
+        "hostname": platform.node(),
+        "os": platform.platform(),
+        "machine": platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "python": sys.version.split()[0],
+        "bench_version": orchestrator.__version__,
+        "nvml": gpus if gpus is not None else nvml_snapshot(),
+    }

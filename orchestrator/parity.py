@@ -1,0 +1,139 @@
+"""Parity: did the engine do exactly the work of its spec, and the same work as the other engines?"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from typing import Any
+
+Mismatch = dict[str, Any]
+
+# precision name -> (compute dtype, parameter dtype, TF32 allowed)
+PRECISION_POLICY = {
+    "fp32": ("float32", "float32", False),
+    "tf32": ("float32", "float32", True),
+    "bf16": ("bfloat16", "float32", None),
+    "fp16": ("float16", "float32", None),
+}
+
+
+def canonical_dtype(name: str) -> str:
+    """'torch.bfloat16', 'bf16', 'mixed_bfloat16' -> 'bfloat16'; likewise float16 and float32."""
+    text = str(name).lower()
+    if "bfloat16" in text or "bf16" in text:
+        return "bfloat16"
+    if "float16" in text or "half" in text or "fp16" in text:
+        return "float16"
+    if "float32" in text or "fp32" in text or text == "float":
+        return "float32"
+    return text
+
+
+def expected_samples(spec: dict[str, Any]) -> int:
+    """Samples the spec asks for, counting a kept partial batch with its real size."""
+    parity = spec["parity"]
+    batch, samples = parity["batch"]["global"], parity["dataset"]["samples"]
+    per_epoch = sum(min(batch, samples - i * batch) for i in range(parity["steps_per_epoch"]))
+    return parity["epochs"] * per_epoch
+
+
+def _mismatch(field: str, expected: Any, actual: Any, against: str = "spec") -> Mismatch:
+    return {"field": field, "expected": expected, "actual": actual, "against": against}
+
+
+def check_against_spec(spec: dict[str, Any], result: dict[str, Any], device_kind: str | None = None) -> list[Mismatch]:
+    """Every field of ``result['work']`` that differs from what ``spec`` asked."""
+    work = result.get("work")
+    if not work:
+        return [_mismatch("work", "present", None)]
+    parity = spec["parity"]
+    pairs = [
+        ("mode", parity["mode"], work["mode"]),
+        ("model.arch", parity["model"]["arch"], work["arch"]),
+        ("model.num_classes", parity["model"]["num_classes"], work["num_classes"]),
+        ("dataset.sha256", parity["dataset"]["sha256"], work["dataset_sha256"]),
+        ("dataset.samples", parity["dataset"]["samples"], work["dataset_samples"]),
+        ("batch.per_device", parity["batch"]["per_device"], work["batch_per_device"]),
+        ("batch.global", parity["batch"]["global"], work["batch_global"]),
+        ("devices", parity["devices"], work["world_size"]),
+        ("epochs", parity["epochs"], work["epochs"]),
+        ("steps", parity["total_steps"], work["steps"]),
+        ("samples", expected_samples(spec), work["samples"]),
+        ("precision", parity["precision"], work["precision"]["name"]),
+    ]
+    if "input_shape" in work:
+        shape = [parity["input"]["height"], parity["input"]["width"], parity["input"]["channels"]]
+        pairs.append(("input", shape, work["input_shape"]))
+    if "data_placement" in work:
+        pairs.append(("data_placement", parity["data_placement"], work["data_placement"]))
+    if "drop_last" in work:
+        pairs.append(("batch.drop_last", parity["batch"]["drop_last"], work["drop_last"]))
+    expected_params = spec["expected"].get("trainable_parameters")
+    if expected_params is not None:
+        pairs.append(("trainable_parameters", expected_params, work["trainable_parameters"]))
+    mismatches = [_mismatch(f, e, a) for f, e, a in pairs if e != a]
+    mismatches += _precision_policy(parity["precision"], work["precision"], device_kind)
+    return mismatches
+
+
+def _precision_policy(name: str, policy: dict[str, Any], device_kind: str | None) -> list[Mismatch]:
+    """The precision really in effect must be the one the name means."""
+    compute, params, tf32 = PRECISION_POLICY[name]
+    out = []
+    if canonical_dtype(policy["compute_dtype"]) != compute:
+        out.append(_mismatch("precision.compute_dtype", compute, policy["compute_dtype"]))
+    if canonical_dtype(policy["param_dtype"]) != params:
+        out.append(_mismatch("precision.param_dtype", params, policy["param_dtype"]))
+    # TF32 only exists on CUDA; on CPU the flags are reported but have no effect.
+    if tf32 is not None and device_kind == "cuda":
+        for key in ("tf32_matmul", "tf32_conv"):
+            if bool(policy[key]) != tf32:
+                out.append(_mismatch(f"precision.{key}", tf32, policy[key]))
+    if name == "fp16" and device_kind == "cuda" and not policy.get("loss_scaling"):
+        out.append(_mismatch("precision.loss_scaling", True, policy.get("loss_scaling")))
+    return out
+
+
+CROSS_FIELDS = {
+    "trainable_parameters": lambda w: w["trainable_parameters"],
+    "dataset.sha256": lambda w: w["dataset_sha256"],
+    "samples": lambda w: w["samples"],
+    "steps": lambda w: w["steps"],
+    "epochs": lambda w: w["epochs"],
+    "batch.global": lambda w: w["batch_global"],
+    "precision": lambda w: w["precision"]["name"],
+}
+
+
+def cross_engine(runs: list[dict[str, Any]]) -> dict[str, list[Mismatch]]:
+    """Compare the valid runs of different engines that share precision, batch and devices.
+
+    ``runs`` items have ``run_id``, ``engine``, ``key`` (the comparison cell) and ``work``.
+    Returns run_id -> mismatches for runs that disagree with the majority value of a field
+    (with no majority, every disagreeing run is marked).
+    """
+    cells: dict[Any, list[dict[str, Any]]] = defaultdict(list)
+    for run in runs:
+        cells[run["key"]].append(run)
+    flagged: dict[str, list[Mismatch]] = defaultdict(list)
+    for members in cells.values():
+        if len({m["engine"] for m in members}) < 2:
+            continue
+        for field, read in CROSS_FIELDS.items():
+            values = {m["run_id"]: read(m["work"]) for m in members}
+            counts = Counter(map(repr, values.values()))
+            if len(counts) == 1:
+                continue
+            top = counts.most_common()
+            majority = top[0][0] if top[0][1] > top[1][1] else None
+            for member in members:
+                value = values[member["run_id"]]
+                if majority is not None and repr(value) == majority:
+                    continue
+                others = [m for m in members if m["engine"] != member["engine"] and repr(values[m["run_id"]]) != repr(value)]
+                if not others:
+                    continue
+                other = others[0]
+                flagged[member["run_id"]].append(
+                    _mismatch(field, values[other["run_id"]], value, against=f"{other['engine']} ({other['run_id']})")
+                )
+    return dict(flagged)

@@ -1,0 +1,86 @@
+"""The local runtime: the engine entrypoint as a subprocess in the engine's Python environment."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from orchestrator.engines import EngineInfo
+from orchestrator.errors import BadInput
+from orchestrator.runtimes.base import Execution, LineSink, Runtime, RunPaths
+from orchestrator.runtimes.process import run_streamed
+
+# Kept in every worker's environment: NVLink multicast must stay off on shared multi-GPU hosts.
+FIXED_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1", "PYTHONUNBUFFERED": "1"}
+
+
+def resolve_interpreter(engine: EngineInfo, settings: dict[str, Any]) -> str:
+    """--python / engines.<name>.interpreter / a bench-managed env / the current interpreter."""
+    from orchestrator.envs import managed_interpreter
+
+    chosen = settings.get("interpreter") or managed_interpreter(engine.name) or sys.executable
+    found = shutil.which(chosen) if os.sep not in chosen else (chosen if Path(chosen).exists() else None)
+    if not found:
+        raise BadInput(f"engines.{engine.name}.interpreter: '{chosen}' not found")
+    return found
+
+
+def probe_module(interpreter: str, engine: EngineInfo) -> tuple[bool, str]:
+    """Can ``interpreter`` import the engine's framework adapter? (message says why not)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(map(str, engine.python_path()))}
+    code = f"import importlib.util as u; print(u.find_spec({engine.framework_module!r}) is not None and u.find_spec({engine.module!r}) is not None)"
+    try:
+        proc = subprocess.run([interpreter, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return False, f"{interpreter}: {exc}"
+    if proc.returncode != 0:
+        tail = (proc.stderr.strip().splitlines() or ["import failed"])[-1]
+        return False, tail
+    if proc.stdout.strip() != "True":
+        return False, f"{engine.framework} is not installed for {interpreter}"
+    return True, interpreter
+
+
+class LocalRuntime(Runtime):
+    name = "local"
+
+    def check(self, engine: EngineInfo, settings: dict[str, Any]) -> dict[str, Any]:
+        interpreter = resolve_interpreter(engine, settings)
+        ok, why = probe_module(interpreter, engine)
+        if not ok:
+            raise BadInput(f"engine '{engine.name}': not usable with {interpreter}: {why} "
+                           f"(install it, or run 'bench env create {engine.name}')")
+        return {"name": self.name, "interpreter": interpreter}
+
+    def execute(self, engine: EngineInfo, paths: RunPaths, settings: dict[str, Any], timeout_s: float, sink: LineSink) -> Execution:
+        interpreter = settings.get("resolved_interpreter") or resolve_interpreter(engine, settings)
+        env = {**os.environ, **FIXED_ENV, **settings.get("env", {})}
+        env["PYTHONPATH"] = os.pathsep.join([*map(str, engine.python_path()), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+        visible = settings.get("visible_devices")
+        if visible:
+            env["CUDA_VISIBLE_DEVICES"] = visible
+        spec, result = self.spec_paths(paths)
+        argv = [interpreter, "-m", engine.module, "--spec", spec, "--result", result]
+        execution = run_streamed(argv, env, paths.run_dir, paths.log, timeout_s, sink)
+        execution.info = {"name": self.name, "interpreter": interpreter}
+        return execution
+
+
+RUNTIME = LocalRuntime
+
+
+def probe_framework(interpreter: str, engine: EngineInfo) -> tuple[bool, str]:
+    """Import the framework with ``interpreter``; (True, version) or (False, why)."""
+    code = f"import {engine.framework_module} as m; print(getattr(m, '__version__', 'unknown'))"
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    try:
+        proc = subprocess.run([interpreter, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return False, str(exc)
+    if proc.returncode != 0:
+        return False, (proc.stderr.strip().splitlines() or ["import failed"])[-1]
+    return True, proc.stdout.strip().splitlines()[-1]

@@ -1,0 +1,178 @@
+"""Load a scenario file: YAML (with line numbers) -> schema -> overrides -> semantic checks."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from orchestrator.engines import discover
+from orchestrator.errors import BadInput
+from orchestrator.models import known_archs
+from orchestrator.paths import scenarios_dir
+from orchestrator.scenario import overrides as ov
+from orchestrator.scenario.yaml_lines import line_of, parse
+from orchestrator.schemas import SchemaError, validate
+
+# Names that belong to the workload (parity) and may never appear in an engine block.
+PARITY_FIELDS = frozenset(
+    {
+        "mode", "model", "arch", "num_classes", "input", "height", "width", "channels", "dataset",
+        "batch", "batch_size", "drop_last", "epochs", "steps", "optimizer", "lr", "momentum",
+        "weight_decay", "nesterov", "loss", "precision", "precisions", "seed", "warmup_steps",
+        "data_placement", "devices", "samples",
+    }
+)
+
+
+@dataclass
+class Scenario:
+    """A validated scenario document and where it came from."""
+
+    document: dict[str, Any]
+    source: Path
+    smoke: bool = False
+    overrides: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.document["name"]
+
+    @property
+    def workload(self) -> dict[str, Any]:
+        return self.document["workload"]
+
+    @property
+    def matrix(self) -> dict[str, Any]:
+        return self.document["matrix"]
+
+    @property
+    def measurement(self) -> dict[str, Any]:
+        return self.document.get("measurement", {})
+
+    def engine_block(self, engine: str) -> dict[str, Any]:
+        return (self.document.get("engines") or {}).get(engine, {})
+
+
+def resolve_scenario_path(name_or_path: str) -> Path:
+    """A path, or the name of a bundled scenario ('cifar_resnet50')."""
+    path = Path(name_or_path)
+    if path.exists():
+        return path
+    bundled = scenarios_dir() / f"{name_or_path}.yaml"
+    if bundled.exists():
+        return bundled
+    raise BadInput(f"{name_or_path}: scenario file not found")
+
+
+def _read(path: Path) -> str:
+    if path.is_dir():
+        raise BadInput(f"{path}: is a folder, not a scenario file")
+    try:
+        return path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadInput(f"{path}: cannot read ({exc.__class__.__name__}: {getattr(exc, 'strerror', None) or exc})") from None
+
+
+def _parse(path: Path, text: str) -> tuple[dict[str, Any], dict[tuple[str, ...], int]]:
+    try:
+        document, lines = parse(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        where = f":{mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise BadInput(f"{path}{where}: malformed YAML: {problem}") from None
+    if not isinstance(document, dict):
+        raise BadInput(f"{path}: a scenario must be a YAML mapping")
+    return document, lines
+
+
+def _schema_check(path: Path, document: dict[str, Any], lines: dict[tuple[str, ...], int]) -> None:
+    try:
+        validate(document, "scenario")
+    except SchemaError as exc:
+        line = line_of(lines, exc.where) if exc.where else None
+        where = f"{path}:{line}" if line else str(path)
+        raise BadInput(f"{where}: {exc.where or 'scenario'}: {exc.detail}") from None
+
+
+def _check_engine_blocks(path: Path, document: dict[str, Any], lines: dict[tuple[str, ...], int]) -> None:
+    """Parity fields may not be set per engine; options must fit the engine's option schema."""
+    blocks = document.get("engines") or {}
+    if not isinstance(blocks, dict):
+        return
+    known = discover()
+    for engine, block in blocks.items():
+        where = f"engines.{engine}"
+        if engine not in known:
+            raise BadInput(f"{path}: {where}: unknown engine '{engine}' (known: {', '.join(sorted(known))})")
+        if not isinstance(block, dict):
+            continue
+        options = block.get("options") or {}
+        for key in list(block) + [f"options.{k}" for k in (options if isinstance(options, dict) else {})]:
+            leaf = key.split(".")[-1]
+            if leaf in PARITY_FIELDS:
+                line = line_of(lines, f"{where}.{key}")
+                loc = f"{path}:{line}" if line else str(path)
+                raise BadInput(
+                    f"{loc}: {where}.{key}: '{leaf}' is a parity field; set it once under workload, not per engine"
+                )
+
+
+def _semantic_checks(path: Path, doc: dict[str, Any]) -> None:
+    workload, matrix = doc["workload"], doc["matrix"]
+    engines = discover()
+    for index, engine in enumerate(matrix["engines"]):
+        if engine not in engines:
+            raise BadInput(f"{path}: matrix.engines.{index}: unknown engine '{engine}' (known: {', '.join(sorted(engines))})")
+    arch = workload["model"]["arch"]
+    if arch not in known_archs():
+        raise BadInput(f"{path}: workload.model.arch: unknown model '{arch}' (known: {', '.join(known_archs())})")
+    if workload["mode"] == "train" and "epochs" not in workload:
+        raise BadInput(f"{path}: workload.epochs: required for mode 'train'")
+    if "epochs" in workload and "steps" in workload:
+        raise BadInput(f"{path}: workload.steps: give epochs or steps, not both")
+    if "epochs" not in workload and "steps" not in workload:
+        raise BadInput(f"{path}: workload.steps: give epochs or steps")
+    samples = workload["dataset"].get("samples")
+    if samples is not None:
+        for batch in matrix.get("batch_sizes") or [workload["batch"]["size"]]:
+            for devices in matrix.get("devices") or [1]:
+                global_batch = batch * devices
+                if global_batch > samples:
+                    raise BadInput(
+                        f"{path}: workload.batch.size: global batch {global_batch} ({batch} x {devices} devices) "
+                        f"exceeds workload.dataset.samples ({samples})"
+                    )
+                steps = workload.get("steps")
+                if steps and steps * global_batch > samples:
+                    raise BadInput(f"{path}: workload.steps: {steps} steps of {global_batch} exceed the {samples} samples")
+    for engine, block in (doc.get("engines") or {}).items():
+        engines[engine].check_options(block.get("options") or {}, f"{path}: engines.{engine}.options")
+
+
+def load_scenario(name_or_path: str, sets: list[str] | None = None, smoke: bool = False) -> Scenario:
+    """Load, check and apply overrides (smoke block first, then --set); raise BadInput on any problem."""
+    path = resolve_scenario_path(name_or_path)
+    document, lines = _parse(path, _read(path))
+    _check_engine_blocks(path, document, lines)
+    _schema_check(path, document, lines)
+    applied: dict[str, Any] = {}
+    if smoke:
+        smoke_block = document.get("smoke") or ov.DEFAULT_SMOKE
+        applied.update(smoke_block)
+    for item in sets or []:
+        key, value = ov.parse_assignment(item)
+        applied[key] = value
+    if applied:
+        document = ov.apply(document, applied, "--set")
+        _check_engine_blocks(path, document, {})
+        try:
+            validate(document, "scenario")
+        except SchemaError as exc:
+            raise BadInput(f"{path}: after overrides: {exc.where}: {exc.detail}") from None
+    _semantic_checks(path, document)
+    return Scenario(document=copy.deepcopy(document), source=path, smoke=smoke, overrides=applied)

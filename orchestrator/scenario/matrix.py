@@ -1,0 +1,139 @@
+"""Expand a scenario into run plans (engine x precision x path x batch x devices x repeat) and specs."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from orchestrator.data import PreparedSplit
+from orchestrator.engines import discover
+from orchestrator.errors import BadInput
+from orchestrator.models import trainable_parameters
+from orchestrator.scenario.load import Scenario
+
+DEFAULT_MEASUREMENT = {"window_steps": 10, "timeout_s": 3600.0, "max_step_samples": 20000}
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """One cell of the matrix."""
+
+    engine: str
+    precision: str
+    path: str
+    batch: int
+    devices: int
+    repeat: int
+    skip_reason: str | None = None
+
+    @property
+    def run_id(self) -> str:
+        return f"{self.engine}-{self.precision}-{self.path}-b{self.batch}-d{self.devices}-r{self.repeat}"
+
+    @property
+    def group(self) -> tuple[str, str, str, int, int]:
+        return (self.engine, self.precision, self.path, self.batch, self.devices)
+
+
+def _select(axis: list[Any], chosen: list[Any] | None, name: str) -> list[Any]:
+    if not chosen:
+        return axis
+    unknown = [c for c in chosen if c not in axis]
+    if unknown:
+        raise BadInput(f"--{name}: {', '.join(map(str, unknown))} not in the scenario's matrix.{name} ({', '.join(map(str, axis))})")
+    return [a for a in axis if a in chosen]
+
+
+def expand(scenario: Scenario, engines: list[str] | None = None, precisions: list[str] | None = None,
+           repeats: int | None = None, devices: int | None = None) -> list[RunPlan]:
+    """The run plans, repeats outermost so repeats of one cell are spread over the session."""
+    matrix, workload = scenario.matrix, scenario.workload
+    engine_axis = _select(matrix["engines"], engines, "engines")
+    precision_axis = _select(matrix["precisions"], precisions, "precisions")
+    paths = matrix.get("paths") or ["optimized"]
+    batches = matrix.get("batch_sizes") or [workload["batch"]["size"]]
+    device_axis = [devices] if devices else (matrix.get("devices") or [1])
+    known = discover()
+    plans = []
+    for repeat in range(1, (repeats or matrix.get("repeats") or 1) + 1):
+        for engine in engine_axis:
+            for precision in precision_axis:
+                skip = None
+                if precision not in known[engine].precisions:
+                    skip = f"engine '{engine}' does not support precision {precision}"
+                for path in paths:
+                    for batch in batches:
+                        for count in device_axis:
+                            plans.append(RunPlan(engine, precision, path, batch, count, repeat, skip))
+    return plans
+
+
+def steps_per_epoch(samples: int, global_batch: int, drop_last: bool) -> int:
+    return samples // global_batch if drop_last else math.ceil(samples / global_batch)
+
+
+def build_spec(scenario: Scenario, plan: RunPlan, split: PreparedSplit, dataset_path: str, device: str) -> dict[str, Any]:
+    """The run-spec document for one plan (validated by the caller before it is written)."""
+    workload = scenario.workload
+    drop_last = workload["batch"].get("drop_last", True)
+    global_batch = plan.batch * plan.devices
+    if "steps" in workload:
+        epochs, per_epoch = 1, workload["steps"]
+    else:
+        epochs, per_epoch = workload["epochs"], steps_per_epoch(split.samples, global_batch, drop_last)
+    if per_epoch < 1:
+        raise BadInput(f"workload.batch.size: global batch {global_batch} leaves no full step in {split.samples} samples")
+    total = epochs * per_epoch
+    if workload["warmup_steps"] >= total:
+        raise BadInput(f"workload.warmup_steps: {workload['warmup_steps']} warmup steps leave none of the {total} steps to measure")
+    optimizer = workload["optimizer"]
+    measurement = {**DEFAULT_MEASUREMENT, **scenario.measurement}
+    model = workload["model"]
+    return {
+        "schema_version": 1,
+        "run_id": plan.run_id,
+        "scenario": scenario.name,
+        "engine": plan.engine,
+        "path": plan.path,
+        "device": device,
+        "smoke": scenario.smoke,
+        "repeat": plan.repeat,
+        "parity": {
+            "mode": workload["mode"],
+            "model": {"arch": model["arch"], "num_classes": model["num_classes"]},
+            "input": dict(workload["input"]),
+            "dataset": {
+                "name": split.name,
+                "path": dataset_path,
+                "sha256": split.sha256,
+                "samples": split.samples,
+                "split": split.split,
+                "synthetic": split.synthetic,
+            },
+            "batch": {"per_device": plan.batch, "global": global_batch, "drop_last": drop_last},
+            "devices": plan.devices,
+            "epochs": epochs,
+            "steps_per_epoch": per_epoch,
+            "total_steps": total,
+            "optimizer": {
+                "name": optimizer["name"],
+                "lr": optimizer["lr"],
+                "momentum": optimizer.get("momentum", 0.0),
+                "weight_decay": optimizer.get("weight_decay", 0.0),
+                "nesterov": optimizer.get("nesterov", False),
+            },
+            "loss": workload["loss"],
+            "precision": plan.precision,
+            "seed": workload["seed"],
+            "warmup_steps": workload["warmup_steps"],
+            "data_placement": workload.get("data_placement", "device"),
+        },
+        "measurement": {
+            "window_steps": measurement["window_steps"],
+            "timeout_s": float(measurement["timeout_s"]),
+            "max_step_samples": measurement["max_step_samples"],
+        },
+        "engine_options": dict(scenario.engine_block(plan.engine).get("options") or {}),
+        "expected": {"trainable_parameters": trainable_parameters(model["arch"], model["num_classes"], workload["input"]["channels"])},
+    }

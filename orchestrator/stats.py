@@ -1,0 +1,70 @@
+"""Statistics of repeated measurements (scipy): median, spread, bootstrap confidence intervals."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+HIGH_SPREAD = 0.05  # relative IQR (or range, for few repeats) above which the summary warns
+BOOTSTRAP_RESAMPLES = 2000
+
+
+def describe(values: list[float], seed: int = 0) -> dict[str, Any] | None:
+    """median, mean, min, max, IQR, relative spread and a bootstrap 95% CI of the median."""
+    if not values:
+        return None
+    arr = np.asarray(values, dtype=float)
+    q1, median, q3 = np.percentile(arr, [25, 50, 75])
+    out: dict[str, Any] = {
+        "n": int(arr.size),
+        "median": float(median),
+        "mean": float(arr.mean()),
+        "min": float(arr.min()),
+        "max": float(arr.max()),
+        "iqr": float(q3 - q1),
+        "stdev": float(arr.std(ddof=1)) if arr.size > 1 else 0.0,
+        "ci95": None,
+    }
+    out["rel_spread"] = float((arr.max() - arr.min()) / median) if median else 0.0
+    if arr.size >= 3 and np.ptp(arr) > 0:
+        res = stats.bootstrap((arr,), np.median, confidence_level=0.95, n_resamples=BOOTSTRAP_RESAMPLES,
+                              method="percentile", random_state=np.random.default_rng(seed))
+        out["ci95"] = [float(res.confidence_interval.low), float(res.confidence_interval.high)]
+    elif arr.size >= 2 and np.ptp(arr) == 0:
+        out["ci95"] = [float(median), float(median)]
+    return out
+
+
+def ratio_of_medians(a: list[float], b: list[float], seed: int = 0) -> tuple[float, list[float] | None]:
+    """median(a)/median(b) with a bootstrap 95% CI when both sides have 3+ repeats."""
+    ratio = float(np.median(a) / np.median(b))
+    if len(a) >= 3 and len(b) >= 3:
+        res = stats.bootstrap(
+            (np.asarray(a, float), np.asarray(b, float)),
+            lambda x, y, axis=-1: np.median(x, axis=axis) / np.median(y, axis=axis),
+            vectorized=True, paired=False, confidence_level=0.95, n_resamples=BOOTSTRAP_RESAMPLES,
+            method="percentile", random_state=np.random.default_rng(seed),
+        )
+        low, high = res.confidence_interval
+        if np.isfinite(low) and np.isfinite(high):
+            return ratio, [float(low), float(high)]
+    return ratio, None
+
+
+def mann_whitney(a: list[float], b: list[float]) -> float | None:
+    """Two-sided Mann-Whitney U p-value, or None with fewer than 2 repeats a side."""
+    if len(a) < 2 or len(b) < 2:
+        return None
+    return float(stats.mannwhitneyu(a, b, alternative="two-sided").pvalue)
+
+
+def spread_warning(summary: dict[str, Any] | None) -> str | None:
+    if not summary or summary["n"] < 2:
+        return None
+    rel_iqr = summary["iqr"] / summary["median"] if summary["median"] else 0.0
+    measure = rel_iqr if summary["n"] >= 4 else summary["rel_spread"]
+    if measure > HIGH_SPREAD:
+        return f"high spread: {measure:.1%} of the median across {summary['n']} repeats"
+    return None

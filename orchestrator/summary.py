@@ -1,0 +1,89 @@
+"""Summarise an artifact's runs: per-group statistics and cross-engine throughput ratios."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from itertools import permutations
+from typing import Any
+
+from orchestrator.stats import describe, ratio_of_medians, spread_warning
+
+GROUP_KEYS = ("engine", "precision", "path", "batch_per_device", "devices")
+
+
+def _run_row(record: dict[str, Any], result: dict[str, Any] | None) -> dict[str, Any]:
+    measurements = (result or {}).get("measurements") or {}
+    row = {k: record[k] for k in ("run_id", "engine", "precision", "path", "batch_per_device", "devices", "repeat", "status")}
+    row["reason"] = record.get("reason")
+    row["throughput"] = record.get("throughput")
+    row["setup_s"] = measurements.get("setup_s")
+    row["warmup_s"] = measurements.get("warmup_s")
+    return row
+
+
+def summarize(scenario: str, artifact_id: str, smoke: bool, runs: list[tuple[dict[str, Any], dict[str, Any] | None]],
+              host: dict[str, Any] | None = None, cross_parity: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """``runs``: (run record, engine result or None) in execution order."""
+    rows = [_run_row(record, result) for record, result in runs]
+    counts: dict[str, int] = defaultdict(int)
+    for row in rows:
+        counts[row["status"]] += 1
+    grouped: dict[tuple, list[tuple[dict[str, Any], dict[str, Any] | None]]] = defaultdict(list)
+    for (record, result), row in zip(runs, rows, strict=True):
+        grouped[tuple(row[k] for k in GROUP_KEYS)].append((row, result))
+    groups = []
+    valid_throughputs: dict[tuple, list[float]] = {}
+    for key, members in grouped.items():
+        valid = [(row, res) for row, res in members if row["status"] == "ok" and row["throughput"]]
+        throughputs = [row["throughput"] for row, _ in valid]
+        latency = [res["measurements"]["latency_ms"]["mean"] for _, res in valid if res and "latency_ms" in res["measurements"]]
+        summary_tp = describe(throughputs)
+        warnings = [w for w in [spread_warning(summary_tp)] if w]
+        group = dict(zip(GROUP_KEYS, key, strict=True))
+        group.update(
+            n=len(valid),
+            n_total=len(members),
+            throughput=summary_tp,
+            setup_s=describe([row["setup_s"] for row, _ in valid if row["setup_s"] is not None]),
+            warmup_s=describe([row["warmup_s"] for row, _ in valid if row["warmup_s"] is not None]),
+            latency_ms=_latency(valid) if latency else None,
+            warnings=warnings,
+        )
+        groups.append(group)
+        if throughputs:
+            valid_throughputs[key] = throughputs
+    return {
+        "schema_version": 1,
+        "scenario": scenario,
+        "artifact_id": artifact_id,
+        "smoke": smoke,
+        "host": host or {},
+        "counts": dict(counts),
+        "runs": rows,
+        "groups": groups,
+        "ratios": _ratios(valid_throughputs),
+        "cross_engine_parity": cross_parity or [],
+    }
+
+
+def _latency(valid: list[tuple[dict[str, Any], dict[str, Any] | None]]) -> dict[str, float]:
+    """Median over repeats of each latency statistic."""
+    import numpy as np
+
+    keys = ("mean", "p50", "p90", "p95", "p99")
+    values = {k: [res["measurements"]["latency_ms"][k] for _, res in valid if res and k in res["measurements"].get("latency_ms", {})] for k in keys}
+    return {k: float(np.median(v)) for k, v in values.items() if v}
+
+
+def _ratios(throughputs: dict[tuple, list[float]]) -> list[dict[str, Any]]:
+    """engine A / engine B for every pair sharing precision, path, batch and devices (valid runs only)."""
+    cells: dict[tuple, dict[str, list[float]]] = defaultdict(dict)
+    for (engine, precision, path, batch, devices), values in throughputs.items():
+        cells[(precision, path, batch, devices)][engine] = values
+    out = []
+    for (precision, path, batch, devices), engines in cells.items():
+        for a, b in permutations(sorted(engines), 2):
+            ratio, ci = ratio_of_medians(engines[a], engines[b])
+            out.append({"precision": precision, "path": path, "batch_per_device": batch, "devices": devices,
+                        "engine": a, "baseline_engine": b, "ratio": ratio, "ci95": ci})
+    return out
