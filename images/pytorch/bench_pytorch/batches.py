@@ -1,0 +1,48 @@
+"""Placing the dataset: resident on the device, or on the host and copied batch by batch."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from bench_engine.data import Dataset, normalize
+
+
+class BatchSource:
+    """Serves ``(images, labels)`` for samples ``start .. start + size`` on the compute device.
+
+    Images are normalised once (bench_engine.data.normalize) and held as NCHW tensors in the
+    model's memory format; labels as int64. ``device`` placement keeps the whole split on the
+    device; ``host`` keeps it in host memory (pinned on CUDA) and copies each batch, non-blocking.
+    """
+
+    def __init__(self, data: Dataset, placement: str, device: torch.device, channels_last: bool) -> None:
+        self.placement = placement
+        self.device = device
+        images = torch.from_numpy(normalize(data.images)).permute(0, 3, 1, 2)  # NCHW view of NHWC memory
+        if not channels_last:
+            images = images.contiguous()
+        labels = torch.from_numpy(data.labels.astype(np.int64))
+        cuda = device.type == "cuda"
+        if placement == "device":
+            self.images, self.labels = images.to(device), labels.to(device)
+            self.detail = f"whole split resident on {device.type}, normalised once"
+        elif placement == "host":
+            if cuda:
+                images, labels = images.pin_memory(), labels.pin_memory()
+            self.images, self.labels = images, labels
+            self.detail = "host memory, pinned, copied per step (non_blocking)" if cuda else "host memory (cpu: no copy needed)"
+        else:
+            raise ValueError(f"unknown data placement {placement!r}")
+        self._copy = placement == "host" and cuda
+
+    def batch(self, start: int, size: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The batch on the compute device (a view for device placement, a fresh copy for host)."""
+        images, labels = self.images[start : start + size], self.labels[start : start + size]
+        if self._copy:
+            return images.to(self.device, non_blocking=True), labels.to(self.device, non_blocking=True)
+        return images, labels
+
+    def fill(self, start: int, size: int, images_out: torch.Tensor, labels_out: torch.Tensor) -> None:
+        """Copy the batch into static buffers (CUDA graph inputs), straight from host or device."""
+        images_out.copy_(self.images[start : start + size], non_blocking=True)
+        labels_out.copy_(self.labels[start : start + size], non_blocking=True)

@@ -1,0 +1,31 @@
+"""The PyTorch engine adapter. torch is imported inside the methods, so setup time covers it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench_engine.api import Engine, Workload
+from bench_engine.data import Dataset
+
+
+class PyTorchEngine(Engine):
+    """ResNet training and inference with PyTorch: eager baseline, compiled and graphed optimized path."""
+
+    name = "pytorch"
+    framework = "PyTorch"
+
+    def environment(self, spec: dict[str, Any]) -> dict[str, Any]:
+        from bench_pytorch.environment import describe
+
+        return describe(spec)
+
+    def prepare(self, spec: dict[str, Any], data: Dataset) -> Workload:
+        from bench_pytorch.environment import resolve_device
+        from bench_pytorch.workload import build_workload
+
+        return build_workload(spec, data, resolve_device(spec["device"]))
+
+    def is_out_of_memory(self, exc: BaseException) -> bool:
+        import torch
+
+        return isinstance(exc, torch.cuda.OutOfMemoryError) or super().is_out_of_memory(exc)

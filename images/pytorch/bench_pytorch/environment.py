@@ -1,0 +1,79 @@
+"""What the engine sees inside its runtime: torch, CUDA, cuDNN, driver, devices."""
+
+from __future__ import annotations
+
+import platform
+from pathlib import Path
+from typing import Any
+
+import torch
+from bench_engine.api import UnsupportedError
+
+
+def resolve_device(requested: str) -> torch.device:
+    """``auto`` picks CUDA when a GPU is visible; ``cuda`` without one is unsupported."""
+    available = torch.cuda.is_available()
+    if requested == "cuda" and not available:
+        raise UnsupportedError("device 'cuda' requested but torch sees no CUDA GPU")
+    if requested == "cuda" or (requested == "auto" and available):
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def _cudnn_version() -> str | None:
+    if not torch.backends.cudnn.is_available():
+        return None
+    version = torch.backends.cudnn.version()
+    if version is None:
+        return None
+    # cuDNN 9 encodes major*10000 + minor*100 + patch; cuDNN 8 major*1000 + minor*100 + patch
+    major, rest = divmod(version, 10000) if version >= 90000 else divmod(version, 1000)
+    return f"{major}.{rest // 100}.{rest % 100}"
+
+
+def _driver_version() -> str | None:
+    try:
+        import pynvml
+    except ImportError:
+        return None
+    try:
+        pynvml.nvmlInit()
+        try:
+            version = pynvml.nvmlSystemGetDriverVersion()
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # no NVML library or no GPU: the driver is unknown
+        return None
+    return version.decode() if isinstance(version, bytes) else str(version)
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "cpu"
+
+
+def describe(spec: dict[str, Any]) -> dict[str, Any]:
+    """The environment block of the result (raises UnsupportedError for an impossible device)."""
+    device = resolve_device(spec["device"])
+    extra: dict[str, Any] = {"torch_threads": torch.get_num_threads()}
+    if device.type == "cuda":
+        count = min(spec["parity"]["devices"], torch.cuda.device_count())
+        devices = [torch.cuda.get_device_name(i) for i in range(count)]
+        major, minor = torch.cuda.get_device_capability(device)
+        extra.update(cuda_device_count=torch.cuda.device_count(), compute_capability=f"{major}.{minor}")
+    else:
+        devices = [_cpu_name()]
+    return {
+        "framework_version": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cudnn": _cudnn_version(),
+        "driver": _driver_version(),
+        "device_kind": device.type,
+        "devices": devices,
+        "extra": extra,
+    }

@@ -1,0 +1,88 @@
+"""The engine's switches: the spec's path and engine options resolved for one device."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+DEFAULT_COMPILE_MODE = "max-autotune-no-cudagraphs"
+# compile modes whose inductor captures CUDA graphs itself (a capture cannot nest in ours)
+INDUCTOR_GRAPH_MODES = ("reduce-overhead", "max-autotune")
+DEFAULT_GRAPH_WARMUP = 3  # side-stream iterations before capture (the PyTorch CUDA graph docs use 3)
+
+
+@dataclass
+class Plan:
+    """What the workload will do, plus ``optimizations``: every switch as {applied, detail}."""
+
+    cuda: bool
+    channels_last: bool = False
+    compile: bool = False
+    compile_mode: str = DEFAULT_COMPILE_MODE
+    cuda_graphs: bool = False
+    graph_warmup_steps: int = DEFAULT_GRAPH_WARMUP
+    fused_optimizer: bool = False
+    cudnn_benchmark: bool = False
+    optimizations: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def note(self, switch: str, applied: bool, detail: str) -> None:
+        self.optimizations[switch] = {"applied": bool(applied), "detail": detail}
+
+
+def _choice(options: dict[str, Any], key: str, auto_value: bool) -> tuple[bool, str]:
+    """Resolve an auto|true|false option; return the value and why it has it."""
+    value = options.get(key, "auto")
+    if value == "auto" or value is None:
+        return auto_value, "auto"
+    return bool(value), "option"
+
+
+def resolve_plan(spec: dict[str, Any], cuda: bool) -> Plan:
+    """Turn the spec's path and engine options into a :class:`Plan` for this device."""
+    plan = Plan(cuda=cuda)
+    where = "cuda" if cuda else "cpu"
+    if spec["path"] == "baseline":
+        plan.note("channels_last", False, "baseline: NCHW (framework default)")
+        plan.note("compile", False, "baseline: eager")
+        plan.note("cuda_graphs", False, "baseline: eager launches")
+        plan.note("fused_optimizer", False, "baseline: SGD with PyTorch's default implementation")
+        plan.note("cudnn_benchmark", False, "baseline: framework default")
+        return plan
+
+    options = spec.get("engine_options") or {}
+    plan.channels_last, why = _choice(options, "channels_last", cuda)
+    plan.note("channels_last", plan.channels_last, f"{why}: {'NHWC' if plan.channels_last else 'NCHW'} on {where}")
+
+    plan.compile, why = _choice(options, "compile", cuda)
+    plan.compile_mode = str(options.get("compile_mode") or DEFAULT_COMPILE_MODE)
+    if plan.compile:
+        plan.note("compile", True, f"{why}: torch.compile(mode={plan.compile_mode!r})")
+    else:
+        reason = "cpu: inductor compile of the model takes minutes on CPU" if why == "auto" and not cuda else "option off"
+        plan.note("compile", False, f"{why}: {reason}")
+
+    plan.cuda_graphs, why = _choice(options, "cuda_graphs", cuda)
+    plan.graph_warmup_steps = int(options.get("graph_warmup_steps", DEFAULT_GRAPH_WARMUP))
+    if plan.cuda_graphs and not cuda:
+        plan.cuda_graphs = False
+        plan.note("cuda_graphs", False, "cpu: CUDA graphs need CUDA")
+    elif plan.cuda_graphs and plan.compile and plan.compile_mode in INDUCTOR_GRAPH_MODES:
+        plan.cuda_graphs = False
+        plan.note("cuda_graphs", False, f"compile_mode {plan.compile_mode!r} captures its own CUDA graphs")
+    elif plan.cuda_graphs:
+        detail = f"{why}: whole step in one CUDA graph after {plan.graph_warmup_steps} side-stream warmup steps"
+        plan.note("cuda_graphs", True, detail)
+    else:
+        plan.note("cuda_graphs", False, f"{why}: {'cpu: CUDA graphs need CUDA' if not cuda else 'option off'}")
+
+    plan.fused_optimizer, why = _choice(options, "fused_optimizer", cuda)
+    kind = "fused" if plan.fused_optimizer else "default"
+    plan.note("fused_optimizer", plan.fused_optimizer, f"{why}: SGD {kind} implementation")
+
+    plan.cudnn_benchmark, why = _choice(options, "cudnn_benchmark", cuda)
+    if plan.cudnn_benchmark and not cuda:
+        plan.cudnn_benchmark = False
+        plan.note("cudnn_benchmark", False, "cpu: no cuDNN")
+    else:
+        plan.note("cudnn_benchmark", plan.cudnn_benchmark, f"{why}: torch.backends.cudnn.benchmark={plan.cudnn_benchmark}")
+    return plan

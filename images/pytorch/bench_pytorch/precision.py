@@ -1,0 +1,73 @@
+"""Precision policies with the same meaning in every engine, reported as really in effect."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from bench_engine.api import UnsupportedError
+
+_AUTOCAST = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+@dataclass
+class Precision:
+    """The policy in force: autocast dtype (None for fp32 math), loss scaling, TF32 flags."""
+
+    name: str
+    device_type: str
+    autocast_dtype: torch.dtype | None
+    loss_scaling: bool
+
+    def autocast(self) -> contextlib.AbstractContextManager[Any]:
+        """The autocast context of a forward pass (a no-op for fp32 and tf32)."""
+        if self.autocast_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=self.device_type, dtype=self.autocast_dtype)
+
+    def make_scaler(self) -> torch.amp.GradScaler | None:
+        """A GradScaler when the policy scales the loss (fp16 training), else None."""
+        return torch.amp.GradScaler(self.device_type) if self.loss_scaling else None
+
+    def report(self) -> dict[str, Any]:
+        """The schema's precision block, with TF32 flags read back from torch."""
+        on_cuda = self.device_type == "cuda"
+        compute = self.autocast_dtype or torch.float32
+        return {
+            "name": self.name,
+            "compute_dtype": str(compute).removeprefix("torch."),
+            "param_dtype": "float32",
+            # the TF32 flags only act on CUDA tensor cores; on CPU they are off in effect
+            "tf32_matmul": bool(on_cuda and torch.backends.cuda.matmul.allow_tf32),
+            "tf32_conv": bool(on_cuda and torch.backends.cudnn.allow_tf32),
+            "loss_scaling": self.loss_scaling,
+        }
+
+
+def _set_tf32(enabled: bool) -> None:
+    torch.backends.cuda.matmul.allow_tf32 = enabled
+    torch.backends.cudnn.allow_tf32 = enabled
+    torch.set_float32_matmul_precision("high" if enabled else "highest")
+
+
+def apply_precision(name: str, device_type: str, training: bool) -> Precision:
+    """Set the global math flags for ``name`` on ``device_type`` and return the policy.
+
+    fp32: IEEE fp32 (TF32 off). tf32: TF32 for matmul and conv (CUDA only). bf16/fp16: autocast
+    with fp32 master weights and TF32 off for what stays fp32; fp16 scales the loss (CUDA only).
+    """
+    cuda = device_type == "cuda"
+    if name in ("tf32", "fp16") and not cuda:
+        raise UnsupportedError(f"precision {name} needs CUDA (device is {device_type})")
+    if name not in ("fp32", "tf32", "bf16", "fp16"):
+        raise UnsupportedError(f"unknown precision {name!r}")
+    _set_tf32(name == "tf32")
+    return Precision(
+        name=name,
+        device_type=device_type,
+        autocast_dtype=_AUTOCAST.get(name),
+        loss_scaling=name == "fp16" and training,
+    )
+

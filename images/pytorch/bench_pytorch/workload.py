@@ -1,0 +1,133 @@
+"""Building the PyTorch workload of a run spec: model, precision, optimizer, data, step runner."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from bench_engine.api import StepBatch, UnsupportedError, Workload
+from bench_engine.data import Dataset, DatasetError
+from torch import nn
+
+from bench_pytorch.batches import BatchSource
+from bench_pytorch.model import build_model, trainable_parameters
+from bench_pytorch.options import Plan, resolve_plan
+from bench_pytorch.precision import Precision, apply_precision
+from bench_pytorch.step import EagerRunner, GraphRunner, TrainParts, build_infer_step, build_train_step
+
+Runner = EagerRunner | GraphRunner
+
+
+class TorchWorkload(Workload):
+    """Runs the step runner per batch; keeps the last loss as a tensor until asked for it."""
+
+    def __init__(self, runner: Runner, device: torch.device, training: bool, **fields: Any) -> None:
+        super().__init__(**fields)
+        self.runner, self.device, self.training = runner, device, training
+        self._last: torch.Tensor | None = None
+
+    def step(self, batch: StepBatch) -> None:
+        self._last = self.runner(batch)
+
+    def sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def loss(self) -> float | None:
+        if not self.training or self._last is None:
+            return None
+        return float(self._last)
+
+    def peak_memory_bytes(self) -> int | None:
+        if self.device.type == "cuda":
+            return int(torch.cuda.max_memory_allocated(self.device))
+        return None
+
+
+def check_data(spec: dict[str, Any], data: Dataset) -> None:
+    """The dataset must have the spec's geometry, sample count and label range."""
+    parity = spec["parity"]
+    geometry = parity["input"]
+    expected = (geometry["height"], geometry["width"], geometry["channels"])
+    if tuple(data.images.shape[1:]) != expected:
+        raise DatasetError(f"dataset images are {tuple(data.images.shape[1:])} (HWC), the spec says {expected}")
+    if data.samples != parity["dataset"]["samples"]:
+        raise DatasetError(f"dataset has {data.samples} samples, the spec says {parity['dataset']['samples']}")
+    classes = parity["model"]["num_classes"]
+    if data.samples and (int(np.min(data.labels)) < 0 or int(np.max(data.labels)) >= classes):
+        raise DatasetError(f"dataset labels fall outside 0..{classes - 1}")
+
+
+def make_optimizer(model: nn.Module, settings: dict[str, Any], fused: bool) -> torch.optim.Optimizer:
+    """SGD as the spec sets it; weight decay is coupled (added to the gradient), as torch's SGD does."""
+    if settings["name"] != "sgd":
+        raise UnsupportedError(f"optimizer {settings['name']!r} is not implemented")
+    return torch.optim.SGD(
+        model.parameters(),
+        lr=settings["lr"],
+        momentum=settings["momentum"],
+        weight_decay=settings["weight_decay"],
+        nesterov=settings["nesterov"],
+        fused=True if fused else None,
+    )
+
+
+def _check_graph_safe(plan: Plan, precision: Precision) -> None:
+    """fp16 loss scaling is graph-safe only with the fused SGD (the other path reads found_inf on the host)."""
+    if plan.cuda_graphs and precision.loss_scaling and not plan.fused_optimizer:
+        plan.cuda_graphs = False
+        plan.note("cuda_graphs", False, "fp16 GradScaler with the unfused SGD synchronises; set fused_optimizer")
+
+
+def build_workload(spec: dict[str, Any], data: Dataset, device: torch.device) -> TorchWorkload:
+    """Everything between the loaded dataset and the first step."""
+    parity = spec["parity"]
+    if parity["devices"] != 1:
+        raise UnsupportedError("the pytorch engine runs on one device for now (data-parallel runs come later)")
+    if parity["loss"] != "cross_entropy":
+        raise UnsupportedError(f"loss {parity['loss']!r} is not implemented")
+    check_data(spec, data)
+    training = parity["mode"] == "train"
+    cuda = device.type == "cuda"
+    plan = resolve_plan(spec, cuda)
+    precision = apply_precision(parity["precision"], device.type, training)
+    if cuda:
+        torch.backends.cudnn.benchmark = plan.cudnn_benchmark
+    torch.manual_seed(parity["seed"])
+
+    geometry = parity["input"]
+    model = build_model(parity["model"]["arch"], parity["model"]["num_classes"], geometry["channels"])
+    params = trainable_parameters(model)
+    model = model.to(device)
+    if plan.channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    forward = torch.compile(model, mode=plan.compile_mode) if plan.compile else model
+
+    if training:
+        model.train()
+        _check_graph_safe(plan, precision)
+        parts = TrainParts(model=model, forward=forward, loss_fn=nn.CrossEntropyLoss(),
+                           optimizer=make_optimizer(model, parity["optimizer"], plan.fused_optimizer),
+                           precision=precision, scaler=precision.make_scaler())
+        step, odd_step = build_train_step(parts), build_train_step(parts, forward=model)
+    else:
+        model.eval()
+        step, odd_step = build_infer_step(forward, precision), build_infer_step(model, precision)
+
+    source = BatchSource(data, parity["data_placement"], device, plan.channels_last)
+    plan.note("data_placement", True, f"{parity['data_placement']}: {source.detail}")
+    batch = parity["batch"]["per_device"]
+    runner: Runner
+    if plan.cuda_graphs:
+        sample_shape = (geometry["channels"], geometry["height"], geometry["width"])
+        runner = GraphRunner(step, odd_step, source, batch, sample_shape, plan.channels_last, plan.graph_warmup_steps, device)
+    else:
+        runner = EagerRunner(step, odd_step, source, batch)
+    return TorchWorkload(
+        runner, device, training,
+        trainable_parameters=params,
+        precision=precision.report(),
+        data_placement=parity["data_placement"],
+        optimizations=plan.optimizations,
+    )
