@@ -6,6 +6,7 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import yaml
@@ -23,6 +24,19 @@ from orchestrator.scenario import RunPlan, Scenario
 from orchestrator.scenario.matrix import build_spec
 from orchestrator.schemas import SchemaError, validate
 from orchestrator.summary import summarize
+
+
+class RunMonitor(Protocol):
+    """Observes one run (e.g. GPU telemetry): started before the engine, stopped after it."""
+
+    name: str
+
+    def start(self, run_dir: Path, settings: dict[str, Any]) -> None: ...
+    def stop(self) -> dict[str, Any]: ...
+
+
+# Factories of the monitors attached to every run; modules register themselves here.
+MONITORS: list[Callable[[], RunMonitor]] = []
 
 
 class Reporter(Protocol):
@@ -173,12 +187,20 @@ def _run_one(artifact: Artifact, scenario: Scenario, plan: RunPlan, split: Prepa
         return record, None
     spec = build_spec(scenario, plan, split, runtime.dataset_path(paths), device)
     write_json(paths.spec, spec, "run-spec")
-    execution = runtime.execute(engine, paths, settings, spec["measurement"]["timeout_s"], reporter.engine_line)
+    monitors = [factory() for factory in MONITORS]
+    for monitor in monitors:
+        monitor.start(run_dir, settings)
+    try:
+        execution = runtime.execute(engine, paths, settings, spec["measurement"]["timeout_s"], reporter.engine_line)
+    finally:
+        observed = {monitor.name: monitor.stop() for monitor in monitors}
     runtime_info.update(execution.info)
     status, reason, result, parity = judge(spec, execution, paths.result)
     throughput = result["measurements"]["steady"]["throughput"] if status == "ok" and result else None
     record = _record(plan, status, reason, runtime_info, started, time.monotonic() - clock,
                      execution.exit_code, parity, throughput)
+    if observed:
+        record["telemetry"] = observed
     write_json(run_dir / "run.json", record, "run-record")
     return record, result
 
@@ -218,8 +240,15 @@ def run_scenario(scenario: Scenario, plans: list[RunPlan], options: RunOptions, 
     artifact = create_artifact(options.out_root, scenario.name)
     write_text_atomic(artifact.root / SCENARIO, yaml.safe_dump(scenario.document, sort_keys=False))
     write_manifest(artifact, complete=False)
-    records: list[dict[str, Any]] = []
-    results: dict[str, dict[str, Any]] = {}
+    return run_plans(artifact, scenario, plans, split, runtimes, options, reporter, gpus)
+
+
+def run_plans(artifact: Artifact, scenario: Scenario, plans: list[RunPlan], split: PreparedSplit,
+              runtimes: dict[str, tuple[Runtime, dict[str, Any]]], options: RunOptions, reporter: Reporter,
+              gpus: dict[str, Any], previous: list[tuple[dict[str, Any], dict[str, Any] | None]] | None = None) -> Outcome:
+    """Run ``plans`` into ``artifact``; ``previous`` (record, result) pairs are kept and summarised too."""
+    records: list[dict[str, Any]] = [record for record, _ in previous or []]
+    results: dict[str, dict[str, Any]] = {record["run_id"]: result for record, result in previous or [] if result is not None}
     interrupted = False
     for index, plan in enumerate(plans, 1):
         if interrupted:
@@ -230,7 +259,13 @@ def run_scenario(scenario: Scenario, plans: list[RunPlan], options: RunOptions, 
             continue
         reporter.run_started(index, len(plans), plan)
         runtime, settings = runtimes.get(plan.engine, (get_runtime("local"), {}))
-        record, result = _run_one(artifact, scenario, plan, split, get_engine(plan.engine), runtime, settings, options.device, reporter)
+        started = utc_now()
+        try:
+            record, result = _run_one(artifact, scenario, plan, split, get_engine(plan.engine), runtime, settings, options.device, reporter)
+        except KeyboardInterrupt:
+            # Ctrl-C outside the engine's own wait (while writing the spec or reading the result).
+            record, result = _record(plan, "interrupted", "interrupted by the user (Ctrl-C)", {"name": runtime.name}, started, 0.0), None
+            write_json(artifact.run_dir(plan.run_id) / "run.json", record, "run-record")
         records.append(record)
         if result is not None:
             results[plan.run_id] = result
