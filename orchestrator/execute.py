@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Callable
 from typing import Any, Protocol
 
 import yaml
@@ -19,7 +19,7 @@ from orchestrator.errors import BadInput
 from orchestrator.hostinfo import host_facts
 from orchestrator.jsonio import write_json, write_text_atomic
 from orchestrator.parity import check_against_spec, cross_engine
-from orchestrator.runtimes import Execution, Runtime, RunPaths, get_runtime, runtime_names
+from orchestrator.runtimes import Execution, RunPaths, Runtime, get_runtime, runtime_names
 from orchestrator.scenario import RunPlan, Scenario
 from orchestrator.scenario.matrix import build_spec
 from orchestrator.schemas import SchemaError, validate
@@ -70,7 +70,9 @@ class Outcome:
         return 1 if any(bad.values()) else 0
 
 
-def choose_runtimes(engines: list[str], requested: str, settings_for: dict[str, dict[str, Any]], reporter: Reporter) -> dict[str, tuple[Runtime, dict[str, Any]]]:
+def choose_runtimes(
+    engines: list[str], requested: str, settings_for: dict[str, dict[str, Any]], reporter: Reporter
+) -> dict[str, tuple[Runtime, dict[str, Any]]]:
     """Pick and check the runtime of every engine; BadInput when one cannot run."""
     chosen: dict[str, tuple[Runtime, dict[str, Any]]] = {}
     for name in engines:

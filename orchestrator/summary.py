@@ -29,7 +29,7 @@ def summarize(scenario: str, artifact_id: str, smoke: bool, runs: list[tuple[dic
     for row in rows:
         counts[row["status"]] += 1
     grouped: dict[tuple, list[tuple[dict[str, Any], dict[str, Any] | None]]] = defaultdict(list)
-    for (record, result), row in zip(runs, rows, strict=True):
+    for (_record, result), row in zip(runs, rows, strict=True):
         grouped[tuple(row[k] for k in GROUP_KEYS)].append((row, result))
     groups = []
     valid_throughputs: dict[tuple, list[float]] = {}
@@ -71,7 +71,8 @@ def _latency(valid: list[tuple[dict[str, Any], dict[str, Any] | None]]) -> dict[
     import numpy as np
 
     keys = ("mean", "p50", "p90", "p95", "p99")
-    values = {k: [res["measurements"]["latency_ms"][k] for _, res in valid if res and k in res["measurements"].get("latency_ms", {})] for k in keys}
+    latencies = [res["measurements"].get("latency_ms") or {} for _, res in valid if res]
+    values = {k: [lat[k] for lat in latencies if k in lat] for k in keys}
     return {k: float(np.median(v)) for k, v in values.items() if v}
 
 
