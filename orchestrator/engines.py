@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -32,7 +33,7 @@ class EngineInfo:
 
     def python_path(self) -> list[Path]:
         """Folders the engine's interpreter needs on PYTHONPATH (engine library + adapter)."""
-        return [self.folder.parent / COMMON_LIBRARY, self.folder]
+        return [images_dir() / COMMON_LIBRARY, self.folder]
 
     def check_options(self, options: dict[str, Any], where: str) -> None:
         """Validate engine options against the engine's own schema (BadInput naming the option)."""
@@ -46,11 +47,22 @@ class EngineInfo:
             raise BadInput(f"{where}{'.' + key if key else ''}: {err.message}")
 
 
+def engine_metadata_files() -> list[Path]:
+    """images/*/engine.yaml, plus engine folders listed in $BENCH_ENGINE_PATH (out-of-tree engines)."""
+    files = sorted(images_dir().glob("*/engine.yaml"))
+    for extra in filter(None, os.environ.get("BENCH_ENGINE_PATH", "").split(os.pathsep)):
+        meta = Path(extra) / "engine.yaml"
+        if not meta.is_file():
+            raise BadInput(f"BENCH_ENGINE_PATH: {meta} not found")
+        files.append(meta)
+    return files
+
+
 @cache
 def discover() -> dict[str, EngineInfo]:
-    """All engines under images/ that carry an engine.yaml."""
+    """All engines under images/ (and $BENCH_ENGINE_PATH) that carry an engine.yaml."""
     engines: dict[str, EngineInfo] = {}
-    for meta_file in sorted(images_dir().glob("*/engine.yaml")):
+    for meta_file in engine_metadata_files():
         meta = yaml.safe_load(meta_file.read_text()) or {}
         folder = meta_file.parent
         requirements = folder / meta["requirements"] if meta.get("requirements") else None

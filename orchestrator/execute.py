@@ -25,6 +25,8 @@ from orchestrator.scenario.matrix import build_spec
 from orchestrator.schemas import SchemaError, validate
 from orchestrator.summary import summarize
 
+REJECTED_RESULT = "result.rejected.json"
+
 
 class RunMonitor(Protocol):
     """Observes one run (e.g. GPU telemetry): started before the engine, stopped after it."""
@@ -151,7 +153,10 @@ def judge(spec: dict[str, Any], execution: Execution, result_path: Path) -> tupl
             result = json.loads(result_path.read_text())
             validate(result, "engine-result")
         except (ValueError, SchemaError) as exc:
+            # Keep the engine's output as evidence, under a name no schema applies to.
+            result_path.replace(result_path.with_name(REJECTED_RESULT))
             reason = f"engine result does not match its schema: {exc}" if isinstance(exc, SchemaError) else "engine result is not JSON"
+            reason += f" (kept as {REJECTED_RESULT})"
             if execution.outcome in ("timeout", "interrupted"):
                 return execution.outcome, execution.detail, None, no_parity
             return "invalid", reason, None, no_parity
@@ -167,6 +172,8 @@ def judge(spec: dict[str, Any], execution: Execution, result_path: Path) -> tupl
         return status, f"{failure['kind']}: {failure['message']}", result, no_parity
     if execution.exit_code != 0:
         return "failed", f"engine exited with code {execution.exit_code} although its result says ok", result, no_parity
+    if result["engine"] != spec["engine"] or result["run_id"] != spec["run_id"]:
+        return "invalid", f"result is for {result['engine']}/{result['run_id']}, not this run", result, no_parity
     mismatches = check_against_spec(spec, result, result["environment"].get("device_kind"))
     parity = {"checked": True, "ok": not mismatches, "mismatches": mismatches}
     if mismatches:

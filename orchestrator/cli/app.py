@@ -55,7 +55,8 @@ _register()
 def main() -> None:
     """Console-script entry: turn bad input and interrupts into one line and an exit code."""
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)  # returns typer.Exit's code in non-standalone mode
+        sys.exit(code if isinstance(code, int) else 0)
     except BadInput as exc:
         err.print(f"[red]error:[/] {escape(str(exc))}")
         sys.exit(2)

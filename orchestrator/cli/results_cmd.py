@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from orchestrator.artifacts import open_artifact, validate_artifact
+from orchestrator.artifacts import open_artifact
 from orchestrator.artifacts.layout import SUMMARY
 from orchestrator.cli.console import err, out, print_json
 from orchestrator.cli.results_view import render_summary
@@ -49,7 +49,9 @@ def validate(artifact: Path = typer.Argument(..., help="Artifact folder (or .tar
     """Re-check schemas and sha256 of every file; exit 1 if anything is missing, modified or invalid."""
     from orchestrator.artifacts.archive import validate_path
 
-    problems = validate_path(_folder(artifact))
+    if _folder(artifact).is_dir():
+        open_artifact(artifact)  # BadInput when the folder is not an artifact at all
+    problems = validate_path(artifact)
     if as_json:
         print_json({"artifact": str(artifact), "valid": not problems, "problems": [str(p) for p in problems]})
     elif problems:

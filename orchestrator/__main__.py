@@ -1,0 +1,5 @@
+"""``python -m orchestrator`` is the ``bench`` command."""
+
+from orchestrator.cli.app import main
+
+main()

@@ -1,0 +1,32 @@
+"""Run the bench CLI in-process (exit code, stdout, stderr) and the fake engines' setup."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+FAKE_SCENARIO = FIXTURES / "fake_scenario.yaml"
+
+
+def use_fake_engines(monkeypatch: pytest.MonkeyPatch) -> None:
+    from orchestrator.engines import discover
+
+    monkeypatch.setenv("BENCH_ENGINE_PATH", os.pathsep.join([str(FIXTURES / "fake_engine"), str(FIXTURES / "fake_engine2")]))
+    discover.cache_clear()
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, *args: str) -> tuple[int, str, str]:
+    from orchestrator.cli.app import main
+
+    monkeypatch.setattr(sys, "argv", ["bench", *args])
+    code = 0
+    try:
+        main()
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err

@@ -1,0 +1,83 @@
+"""CLI behaviour: one-line errors with exit code 2, --json output, env."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.core.cli_helpers import run_cli
+
+SEED = str(Path(__file__).resolve().parents[2] / "scenarios" / "cifar_resnet50.yaml")
+
+
+def assert_one_line_error(code: int, err: str, *needles: str) -> None:
+    assert code == 2, err
+    lines = [line for line in err.strip().splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    assert lines[0].startswith("error:") and "Traceback" not in err
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+@pytest.mark.parametrize(
+    ("args", "needles"),
+    [
+        (["scenario", "validate", "/no/such.yaml"], ["/no/such.yaml", "not found"]),
+        (["scenario", "run", SEED, "--engines", "caffe", "--dry-run"], ["--engines", "caffe"]),
+        (["scenario", "run", SEED, "--device", "tpu", "--dry-run"], ["--device"]),
+        (["scenario", "run", SEED, "--set", "batch.size=zero", "--dry-run"], ["workload.batch.size"]),
+        (["scenario", "run", SEED, "--runtime", "kubernetes", "--engines", "pytorch"], ["--runtime", "kubernetes"]),
+        (["results", "show", "/no/artifact"], ["/no/artifact"]),
+        (["results", "validate", "/tmp"], ["not a bench artifact"]),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(capsys, monkeypatch, data_dir, args, needles):
+    code, _, err = run_cli(capsys, monkeypatch, *args)
+    assert_one_line_error(code, err, *needles)
+
+
+def test_cuda_requested_without_gpu(capsys, monkeypatch, data_dir, tmp_path):
+    from orchestrator import gpus
+
+    monkeypatch.setattr(gpus, "nvml_snapshot", lambda: {"available": False, "reason": "no NVIDIA driver", "gpus": []})
+    code, _, err = run_cli(capsys, monkeypatch, "scenario", "run", SEED, "--smoke", "--engines", "pytorch", "--device", "cuda",
+                           "--runtime", "local", "--out", str(tmp_path))
+    assert_one_line_error(code, err, "--device cuda", "no GPU")
+
+
+def test_unusable_interpreter_is_bad_input(capsys, monkeypatch, data_dir, tmp_path):
+    code, _, err = run_cli(capsys, monkeypatch, "scenario", "run", SEED, "--smoke", "--engines", "pytorch", "--runtime", "local",
+                           "--python", "/no/python3", "--out", str(tmp_path))
+    assert_one_line_error(code, err, "/no/python3")
+
+
+def test_show_json_lists_the_matrix(capsys, monkeypatch):
+    code, out, _ = run_cli(capsys, monkeypatch, "scenario", "show", SEED, "--json", "--repeats", "2")
+    document = json.loads(out)
+    assert code == 0 and len(document["runs"]) == 12
+
+
+def test_list_and_validate(capsys, monkeypatch):
+    code, out, _ = run_cli(capsys, monkeypatch, "scenario", "list", "--json")
+    assert code == 0 and "cifar_resnet50" in [row["name"] for row in json.loads(out)]
+    code, out, _ = run_cli(capsys, monkeypatch, "scenario", "validate", SEED)
+    assert code == 0 and "valid" in out
+
+
+def test_env_reports_no_gpu_plainly(capsys, monkeypatch):
+    code, out, _ = run_cli(capsys, monkeypatch, "env", "--json")
+    facts = json.loads(out)
+    assert code == 0
+    assert facts["python"] == sys.version.split()[0]
+    assert "pytorch" in {row["engine"] for row in facts["engines"]}
+    if not facts["nvml"]["gpus"]:
+        assert facts["nvml"]["reason"]
+
+
+def test_console_script_is_installed():
+    proc = subprocess.run(["bench", "--version"], capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stdout.startswith("bench ")

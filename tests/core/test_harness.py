@@ -1,0 +1,84 @@
+"""The engine library's harness and result writing, with an in-process numpy workload."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from bench_engine.api import StepBatch, Workload
+from bench_engine.harness import Measurements, batches_of_epoch, run_harness
+from bench_engine.main import execute
+from orchestrator.schemas import validate
+
+
+class CountingWorkload(Workload):
+    def __init__(self):
+        super().__init__(trainable_parameters=1, precision={}, data_placement="device")
+        self.seen: list[StepBatch] = []
+        self.syncs = 0
+
+    def step(self, batch: StepBatch) -> None:
+        self.seen.append(batch)
+
+    def sync(self) -> None:
+        self.syncs += 1
+
+
+def spec(samples=100, batch=32, spe=4, epochs=2, warmup=3, window=2):
+    return {"parity": {"batch": {"per_device": batch}, "steps_per_epoch": spe, "epochs": epochs, "warmup_steps": warmup},
+            "measurement": {"window_steps": window}}
+
+
+def test_partial_batch_is_the_last_step():
+    steps = batches_of_epoch(1, 100, 32, 4)
+    assert [s.size for s in steps] == [32, 32, 32, 4] and steps[-1].start == 96
+    with pytest.raises(ValueError):
+        batches_of_epoch(1, 100, 32, 5)
+
+
+def test_warmup_is_excluded_and_windows_do_not_cross_epochs():
+    workload = CountingWorkload()
+    measured = run_harness(workload, spec(), 100, Measurements())
+    assert len(workload.seen) == 8 and measured.steps_done == 8 and measured.samples_done == 200
+    assert measured.warmup_steps == 3
+    assert [w[0] for w in measured.windows] == [1, 2, 2]  # epoch 1: 3 warmup + 1; epoch 2: 2 + 2
+    assert measured.steady()["samples"] == 4 + 64 + 36
+    assert [e["samples"] for e in measured.epochs] == [100, 100]
+
+
+def test_warmup_longer_than_an_epoch_carries_over():
+    measured = run_harness(CountingWorkload(), spec(warmup=6, window=1), 100, Measurements())
+    assert measured.warmup_steps == 6 and len(measured.windows) == 2
+
+
+def test_latency_percentiles_from_single_step_windows():
+    measured = Measurements(windows=[[1, 8, t / 1000] for t in range(1, 101)])
+    latency = measured.latency_ms()
+    assert latency["p50"] == pytest.approx(50.5) and latency["p99"] == pytest.approx(99.01)
+    assert latency["max"] == pytest.approx(100.0)
+
+
+def test_engine_exception_becomes_a_failed_result(tmp_path, make_spec):
+    from bench_engine.api import Engine
+
+    class Broken(Engine):
+        name, framework = "broken", "none"
+
+        def environment(self, spec):
+            return {"framework_version": "0", "device_kind": "cpu", "devices": []}
+
+        def prepare(self, spec, data):
+            raise MemoryError("out of memory while allocating")
+
+    document, code = execute(Broken(), make_spec("broken"))
+    assert code == 1 and document["status"] == "failed" and document["failure"]["kind"] == "oom"
+    validate(json.loads(json.dumps(document)), "engine-result")
+
+
+def test_normalize_matches_the_contract():
+    from bench_engine.data import normalize
+
+    out = normalize(np.array([[[[0, 255, 127]]]], dtype=np.uint8))
+    assert out.dtype == np.float32 and out[0, 0, 0, 0] == -1.0 and out[0, 0, 0, 1] == 1.0

@@ -1,0 +1,106 @@
+"""Parity checks against the spec and across engines."""
+
+from __future__ import annotations
+
+import copy
+
+from orchestrator.parity import canonical_dtype, check_against_spec, cross_engine, expected_samples
+
+
+def make_spec(samples=100, batch=32, steps=3, epochs=2, precision="fp32"):
+    return {
+        "parity": {
+            "mode": "train", "model": {"arch": "resnet50_v1.5", "num_classes": 10},
+            "input": {"height": 32, "width": 32, "channels": 3},
+            "dataset": {"sha256": "a" * 64, "samples": samples},
+            "batch": {"per_device": batch, "global": batch, "drop_last": steps * batch <= samples},
+            "devices": 1, "epochs": epochs, "steps_per_epoch": steps, "total_steps": steps * epochs,
+            "precision": precision, "data_placement": "device",
+        },
+        "expected": {"trainable_parameters": 23528522},
+    }
+
+
+def make_result(spec, **overrides):
+    parity = spec["parity"]
+    work = {
+        "mode": "train", "arch": "resnet50_v1.5", "num_classes": 10, "input_shape": [32, 32, 3],
+        "trainable_parameters": 23528522, "dataset_sha256": "a" * 64, "dataset_samples": parity["dataset"]["samples"],
+        "batch_per_device": parity["batch"]["per_device"], "batch_global": parity["batch"]["global"], "world_size": 1,
+        "drop_last": parity["batch"]["drop_last"], "epochs": parity["epochs"], "steps": parity["total_steps"],
+        "samples": expected_samples(spec), "data_placement": "device",
+        "precision": {"name": parity["precision"], "compute_dtype": "float32", "param_dtype": "float32",
+                      "tf32_matmul": False, "tf32_conv": False, "loss_scaling": False},
+    }
+    work.update(overrides)
+    return {"work": work}
+
+
+def test_partial_batches_count_their_real_size():
+    spec = make_spec(samples=100, batch=32, steps=4, epochs=2)  # 32+32+32+4 per epoch
+    assert expected_samples(spec) == 200
+    assert expected_samples(make_spec(samples=100, batch=32, steps=3, epochs=2)) == 192
+
+
+def test_matching_result_has_no_mismatch():
+    spec = make_spec()
+    assert check_against_spec(spec, make_result(spec), "cuda") == []
+
+
+def test_each_field_mismatch_is_named():
+    spec = make_spec()
+    cases = {
+        "trainable_parameters": {"trainable_parameters": 23528523},
+        "dataset.sha256": {"dataset_sha256": "b" * 64},
+        "samples": {"samples": 1},
+        "steps": {"steps": 5},
+        "epochs": {"epochs": 1},
+        "batch.global": {"batch_global": 64},
+        "data_placement": {"data_placement": "host"},
+    }
+    for field, override in cases.items():
+        mismatches = check_against_spec(spec, make_result(spec, **override), "cuda")
+        assert field in [m["field"] for m in mismatches], field
+
+
+def test_precision_policy_must_match_the_name():
+    spec = make_spec(precision="bf16")
+    result = make_result(spec)
+    result["work"]["precision"].update(name="bf16", compute_dtype="float32")
+    fields = [m["field"] for m in check_against_spec(spec, result, "cuda")]
+    assert fields == ["precision.compute_dtype"]
+    spec = make_spec(precision="fp32")
+    result = make_result(spec)
+    result["work"]["precision"]["tf32_conv"] = True
+    assert [m["field"] for m in check_against_spec(spec, result, "cuda")] == ["precision.tf32_conv"]
+    assert check_against_spec(spec, result, "cpu") == []  # TF32 does not exist on CPU
+
+
+def test_canonical_dtype():
+    assert canonical_dtype("torch.bfloat16") == "bfloat16"
+    assert canonical_dtype("mixed_float16") == "float16"
+    assert canonical_dtype("float32") == "float32"
+
+
+def test_cross_engine_flags_the_odd_one_out():
+    spec = make_spec()
+    base = make_result(spec)["work"]
+    odd = copy.deepcopy(base)
+    odd["trainable_parameters"] += 10
+    runs = [
+        {"run_id": "a", "engine": "pytorch", "key": "fp32", "work": base},
+        {"run_id": "b", "engine": "jax", "key": "fp32", "work": copy.deepcopy(base)},
+        {"run_id": "c", "engine": "tensorflow", "key": "fp32", "work": odd},
+    ]
+    flagged = cross_engine(runs)
+    assert list(flagged) == ["c"]
+    assert flagged["c"][0]["field"] == "trainable_parameters" and "pytorch" in flagged["c"][0]["against"]
+
+
+def test_cross_engine_tie_marks_both_and_ignores_single_engines():
+    spec = make_spec()
+    a, b = make_result(spec)["work"], make_result(spec)["work"]
+    b["samples"] = 7
+    flagged = cross_engine([{"run_id": "a", "engine": "x", "key": 1, "work": a}, {"run_id": "b", "engine": "y", "key": 1, "work": b}])
+    assert set(flagged) == {"a", "b"}
+    assert cross_engine([{"run_id": "a", "engine": "x", "key": 1, "work": a}, {"run_id": "b", "engine": "x", "key": 1, "work": b}]) == {}
