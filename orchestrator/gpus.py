@@ -17,7 +17,7 @@ def nvml_snapshot() -> dict[str, Any]:
         return {"available": False, "reason": "nvidia-ml-py is not installed", "gpus": []}
     try:
         pynvml.nvmlInit()
-    except Exception as exc:  # noqa: BLE001 - NVMLError_LibraryNotFound, DriverNotLoaded, ...
+    except Exception as exc:
         return {"available": False, "reason": f"NVML unavailable ({exc.__class__.__name__}): no NVIDIA driver/GPU", "gpus": []}
     try:
         out: dict[str, Any] = {"available": True, "reason": None, "gpus": []}
@@ -30,14 +30,14 @@ def nvml_snapshot() -> dict[str, Any]:
     finally:
         try:
             pynvml.nvmlShutdown()
-        except Exception:  # noqa: BLE001
+        except Exception:
             pass
 
 
 def _safe(call, *args) -> Any:
     try:
         return call(*args)
-    except Exception:  # noqa: BLE001 - a field the GPU does not support
+    except Exception:
         return None
 
 

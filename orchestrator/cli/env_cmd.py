@@ -20,7 +20,7 @@ def engine_status() -> list[dict]:
         try:
             interpreter = resolve_interpreter(engine, {})
             ok, detail = probe_framework(interpreter, engine)
-        except Exception as exc:  # noqa: BLE001 - reported, not raised
+        except Exception as exc:
             interpreter, ok, detail = "-", False, str(exc)
         rows.append({"engine": name, "framework": engine.framework, "interpreter": interpreter, "usable": ok,
                      "version" if ok else "reason": detail})
@@ -56,7 +56,7 @@ def env(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="
     else:
         out.print(f"[bold]GPUs[/] none ({nvml.get('reason') or 'NVML reports no devices'})")
     docker = facts["docker"]
-    out.print(f"[bold]Docker[/] " + (f"reachable, server {docker.get('version')}" if docker.get("reachable") else f"not reachable ({docker.get('reason')})"))
+    out.print("[bold]Docker[/] " + (f"reachable, server {docker.get('version')}" if docker.get("reachable") else f"not reachable ({docker.get('reason')})"))
     table = Table(title="engines (local runtime)")
     for column in ("engine", "framework", "usable", "version / reason", "interpreter"):
         table.add_column(column, overflow="fold")

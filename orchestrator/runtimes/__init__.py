@@ -7,7 +7,7 @@ import pkgutil
 from functools import cache
 
 from orchestrator.errors import BadInput
-from orchestrator.runtimes.base import Execution, LineSink, Runtime, RunPaths
+from orchestrator.runtimes.base import Execution, LineSink, RunPaths, Runtime
 
 __all__ = ["Execution", "LineSink", "RunPaths", "Runtime", "get_runtime", "runtime_names"]
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from orchestrator.engines import EngineInfo
 from orchestrator.errors import BadInput
-from orchestrator.runtimes.base import Execution, LineSink, Runtime, RunPaths
+from orchestrator.runtimes.base import Execution, LineSink, RunPaths, Runtime
 from orchestrator.runtimes.process import run_streamed
 
 # Kept in every worker's environment: NVLink multicast must stay off on shared multi-GPU hosts.

@@ -24,7 +24,7 @@ class _LineLoader(yaml.SafeLoader):
 
 def parse(text: str) -> tuple[Any, dict[tuple[str, ...], int]]:
     """Return the document and a map from key path to 1-based line number."""
-    document = yaml.load(text, Loader=_LineLoader)  # noqa: S506 - SafeLoader subclass
+    document = yaml.load(text, Loader=_LineLoader)
     lines: dict[tuple[str, ...], int] = {}
     node = yaml.compose(text, Loader=yaml.SafeLoader)
     if node is not None:

@@ -151,7 +151,7 @@ def execute(engine: Engine, spec: dict[str, Any]) -> tuple[dict[str, Any], int]:
         result["status"] = "failed"
         result["failure"] = {"kind": "interrupted", "message": "terminated by signal" if isinstance(exc, _Terminated) else "interrupted"}
         code = 130
-    except BaseException as exc:  # noqa: BLE001 - every failure becomes a result
+    except BaseException as exc:
         kind = "crash"
         if isinstance(exc, UnsupportedError):
             kind = "unsupported"
