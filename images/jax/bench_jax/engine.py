@@ -1,0 +1,441 @@
+"""The JAX engine: Flax ResNet, Optax SGD, jitted steps with asynchronous dispatch.
+
+Paths: ``baseline`` jits forward+backward only and applies the Optax update eagerly outside
+the jit (framework defaults); ``optimized`` jits the whole train step (forward, backward,
+optimizer update, batch-norm statistics) and donates the state buffers. Data placement
+follows the spec: ``device`` keeps the normalised split on the device and slices each batch
+inside the jitted step (traced start, so one compilation per batch size); ``host`` slices
+numpy batches and transfers them every step.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from bench_engine.api import Engine, StepBatch, UnsupportedError, Workload
+from bench_engine.data import Dataset, DatasetError, normalize
+
+PRECISIONS = ("fp32", "tf32", "bf16")
+
+
+class TrainState(NamedTuple):
+    """Everything a training step reads and replaces (donated as one argument)."""
+
+    params: Any
+    batch_stats: Any
+    opt_state: Any
+
+
+@dataclass(frozen=True)
+class StepConfig:
+    """How the step function is built: one place to extend (sharding, remat, ...)."""
+
+    mode: str  # train | infer
+    full_step: bool  # jit the whole train step (optimized) or forward+backward only (baseline)
+    donate: bool  # donate the state buffers to the jitted step
+    device_data: bool  # slice the batch from device-resident data inside the step
+    size: int  # samples in the batch (static: a partial batch gets its own compilation)
+
+
+def _option(options: dict[str, Any], name: str, default: Any) -> Any:
+    value = options.get(name, default)
+    return default if value == "auto" else value
+
+
+# ----------------------------------------------------------------------------- step construction
+
+
+def build_step(model: Any, tx: Any, config: StepConfig) -> Callable[..., Any]:
+    """Build the step for ``config``.
+
+    Train: ``step(state, data, where) -> (state, loss)``; infer: ``step(variables, data, where) -> logits``.
+    ``data`` is ``(images, labels)``: the whole split on the device (``where`` = traced start
+    index) or the batch itself (``where`` unused).
+    """
+    import jax
+    import jax.numpy as jnp
+    import optax
+    from jax import lax
+
+    size = config.size
+
+    def fetch(data: tuple[Any, Any], where: Any) -> tuple[Any, Any]:
+        images, labels = data
+        if config.device_data:
+            images = lax.dynamic_slice_in_dim(images, where, size, axis=0)
+            labels = lax.dynamic_slice_in_dim(labels, where, size, axis=0)
+        return images, labels
+
+    if config.mode == "infer":
+
+        def infer(variables: Any, data: tuple[Any, Any], where: Any) -> Any:
+            images, _ = fetch(data, where)
+            return model.apply(variables, images, train=False)
+
+        return jax.jit(infer)
+
+    def loss_and_grads(params: Any, batch_stats: Any, images: Any, labels: Any) -> tuple[Any, Any, Any]:
+        def loss_fn(p: Any) -> tuple[Any, Any]:
+            logits, updates = model.apply({"params": p, "batch_stats": batch_stats}, images, train=True,
+                                          mutable=["batch_stats"])
+            loss = optax.softmax_cross_entropy_with_integer_labels(logits.astype(jnp.promote_types(logits.dtype, jnp.float32)), labels).mean()
+            return loss, updates["batch_stats"]
+
+        (loss, new_stats), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
+        return loss, grads, new_stats
+
+    def apply_update(state: TrainState, grads: Any, new_stats: Any) -> TrainState:
+        updates, opt_state = tx.update(grads, state.opt_state, state.params)
+        return TrainState(optax.apply_updates(state.params, updates), new_stats, opt_state)
+
+    if config.full_step:
+
+        def train_step(state: TrainState, data: tuple[Any, Any], where: Any) -> tuple[TrainState, Any]:
+            loss, grads, new_stats = loss_and_grads(state.params, state.batch_stats, *fetch(data, where))
+            return apply_update(state, grads, new_stats), loss
+
+        return jax.jit(train_step, donate_argnums=(0,) if config.donate else ())
+
+    def forward_backward(params: Any, batch_stats: Any, data: tuple[Any, Any], where: Any) -> tuple[Any, Any, Any]:
+        return loss_and_grads(params, batch_stats, *fetch(data, where))
+
+    grad_fn = jax.jit(forward_backward, donate_argnums=(1,) if config.donate else ())
+
+    def eager_step(state: TrainState, data: tuple[Any, Any], where: Any) -> tuple[TrainState, Any]:
+        loss, grads, new_stats = grad_fn(state.params, state.batch_stats, data, where)
+        return apply_update(state, grads, new_stats), loss  # op by op, outside the jit
+
+    return eager_step
+
+
+# ----------------------------------------------------------------------------- workload
+
+
+@dataclass
+class JaxWorkload(Workload):
+    """Model state, data and compiled steps (one per batch size); steps dispatch asynchronously."""
+
+    mode: str = "train"
+    model: Any = None
+    tx: Any = None
+    state: Any = None  # TrainState (train) or the variables dict (infer)
+    data: Any = None  # (images, labels): on the device, or host numpy arrays
+    device: Any = None
+    step_config: StepConfig | None = None
+    _steps: dict[int, Callable[..., Any]] = field(default_factory=dict)
+    _starts: dict[int, Any] = field(default_factory=dict)
+    _last: Any = None  # latest loss (train) or logits (infer)
+
+    def _step_fn(self, size: int) -> Callable[..., Any]:
+        fn = self._steps.get(size)
+        if fn is None:
+            assert self.step_config is not None
+            fn = self._steps[size] = build_step(self.model, self.tx, replace(self.step_config, size=size))
+        return fn
+
+    def _inputs(self, batch: StepBatch) -> tuple[Any, Any]:
+        import jax
+
+        assert self.step_config is not None
+        if self.step_config.device_data:
+            where = self._starts.get(batch.start)
+            if where is None:
+                where = self._starts[batch.start] = jax.device_put(np.int32(batch.start), self.device)
+            return self.data, where
+        images, labels = self.data
+        stop = batch.start + batch.size
+        return jax.device_put((images[batch.start : stop], labels[batch.start : stop]), self.device), None
+
+    def step(self, batch: StepBatch) -> None:
+        data, where = self._inputs(batch)
+        fn = self._step_fn(batch.size)
+        if self.mode == "infer":
+            self._last = fn(self.state, data, where)
+        else:
+            self.state, self._last = fn(self.state, data, where)
+
+    def sync(self) -> None:
+        import jax
+
+        jax.block_until_ready((self.state, self._last))
+
+    def loss(self) -> float | None:
+        if self.mode != "train" or self._last is None:
+            return None
+        return float(self._last)
+
+    def peak_memory_bytes(self) -> int | None:
+        try:
+            stats = self.device.memory_stats()
+        except Exception:
+            return None
+        if not stats:
+            return None
+        peak = stats.get("peak_bytes_in_use", stats.get("bytes_in_use"))
+        return int(peak) if peak is not None else None
+
+
+# ----------------------------------------------------------------------------- engine
+
+
+def _configure_process(spec: dict[str, Any]) -> None:
+    """Environment that must be set before JAX initialises its backends."""
+    options = spec.get("engine_options") or {}
+    if options.get("xla_flags"):
+        os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {options['xla_flags']}".strip()
+    if "preallocate" in options:
+        os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = "true" if options["preallocate"] else "false"
+    if spec.get("device") == "cpu":
+        import jax
+
+        jax.config.update("jax_platforms", "cpu")
+
+
+def _resolve_devices(kind: str) -> tuple[str, list[Any]]:
+    """('cuda' | 'cpu', the JAX devices of that platform) for the spec's device request."""
+    import jax
+
+    if kind in ("auto", "cuda"):
+        try:
+            gpus = jax.devices("gpu")
+        except RuntimeError:
+            gpus = []
+        if gpus:
+            return "cuda", gpus
+        if kind == "cuda":
+            raise UnsupportedError("device 'cuda' requested but JAX sees no GPU (CPU-only jaxlib or no device)")
+    return "cpu", jax.devices("cpu")
+
+
+def _cpu_name() -> str | None:
+    try:
+        with open("/proc/cpuinfo") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
+
+
+def _version_text(value: int | None, cudnn: bool = False) -> str | None:
+    """12080 -> '12.8' (CUDA); 90800 -> '9.8.0' and 8907 -> '8.9.7' (cuDNN)."""
+    if not value:
+        return None
+    if cudnn:
+        if value >= 10000:
+            return f"{value // 10000}.{value % 10000 // 100}.{value % 100}"
+        return f"{value // 1000}.{value % 1000 // 100}.{value % 100}"
+    return f"{value // 1000}.{value % 1000 // 10}"
+
+
+def _cuda_versions() -> tuple[str | None, str | None]:
+    try:
+        from jax._src.lib import cuda_versions  # private, but what jax itself uses
+    except ImportError:
+        return None, None
+    if cuda_versions is None:
+        return None, None
+    out: list[str | None] = []
+    for getter, cudnn in (("cuda_runtime_get_version", False), ("cudnn_get_version", True)):
+        try:
+            out.append(_version_text(getattr(cuda_versions, getter)(), cudnn))
+        except Exception:
+            out.append(None)
+    return out[0], out[1]
+
+
+def _driver_version() -> str | None:
+    try:
+        import pynvml
+    except ImportError:
+        return None
+    try:
+        pynvml.nvmlInit()
+        try:
+            version = pynvml.nvmlSystemGetDriverVersion()
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:
+        return None
+    return version.decode() if isinstance(version, bytes) else str(version)
+
+
+def _tf32_capable(kind: str, devices: list[Any]) -> bool:
+    """Whether the device has TF32 tensor cores (NVIDIA compute capability 8.0 or newer)."""
+    if kind != "cuda" or not devices:
+        return False
+    capability = getattr(devices[0], "compute_capability", None)
+    if capability is None:
+        return True
+    try:
+        return float(str(capability).split(".")[0]) >= 8
+    except ValueError:
+        return True
+
+
+class JaxEngine(Engine):
+    """Flax + Optax ResNet training and inference under ``jax.jit``."""
+
+    name = "jax"
+    framework = "JAX"
+
+    def __init__(self) -> None:
+        self._kind: str | None = None
+        self._devices: list[Any] = []
+
+    def _devices_for(self, spec: dict[str, Any]) -> tuple[str, list[Any]]:
+        if self._kind is None:
+            _configure_process(spec)
+            self._kind, self._devices = _resolve_devices(spec.get("device", "auto"))
+        return self._kind, self._devices
+
+    def environment(self, spec: dict[str, Any]) -> dict[str, Any]:
+        import jax
+        import jaxlib
+
+        kind, devices = self._devices_for(spec)
+        cuda, cudnn = _cuda_versions() if kind == "cuda" else (None, None)
+        extra: dict[str, Any] = {"jaxlib": getattr(jaxlib, "__version__", None)}
+        for module in ("flax", "optax"):
+            try:
+                extra[module] = __import__(module).__version__
+            except ImportError:
+                extra[module] = None
+        try:
+            extra["platform_version"] = devices[0].client.platform_version
+        except Exception:
+            pass
+        if kind == "cuda":
+            extra["compute_capability"] = getattr(devices[0], "compute_capability", None)
+        if os.environ.get("XLA_FLAGS"):
+            extra["xla_flags"] = os.environ["XLA_FLAGS"]
+        names = [d.device_kind for d in devices]
+        if kind == "cpu":
+            names = [_cpu_name() or d.device_kind for d in devices]
+        return {
+            "framework": self.framework,
+            "framework_version": jax.__version__,
+            "cuda": cuda,
+            "cudnn": cudnn,
+            "driver": _driver_version() if kind == "cuda" else None,
+            "device_kind": kind,
+            "devices": names,
+            "extra": extra,
+        }
+
+    def prepare(self, spec: dict[str, Any], data: Dataset) -> Workload:
+        import jax
+        import jax.numpy as jnp
+        import optax
+        from jax import lax
+
+        from bench_jax.model import build_model, count_parameters
+
+        parity = spec["parity"]
+        options = spec.get("engine_options") or {}
+        kind, devices = self._devices_for(spec)
+        precision = parity["precision"]
+        if precision not in PRECISIONS:
+            raise UnsupportedError(f"precision {precision!r} unsupported by the jax engine (supported: {', '.join(PRECISIONS)})")
+        if parity["devices"] != 1:
+            raise UnsupportedError(f"{parity['devices']} devices requested; the jax engine runs on one device for now")
+        if parity["optimizer"]["name"] != "sgd" or parity["loss"] != "cross_entropy":
+            raise UnsupportedError(f"optimizer {parity['optimizer']['name']!r} / loss {parity['loss']!r} not supported")
+        geometry = (parity["input"]["height"], parity["input"]["width"], parity["input"]["channels"])
+        if tuple(data.images.shape[1:]) != geometry:
+            raise DatasetError(f"dataset images are {tuple(data.images.shape[1:])}, the spec's input is {geometry}")
+        device = devices[0]
+        mode = parity["mode"]
+        optimized = spec["path"] == "optimized"
+        device_data = parity["data_placement"] == "device"
+        donate = bool(_option(options, "donate", optimized)) and mode == "train"
+
+        # precision policy: conv/dense precision HIGHEST means true fp32 (no TF32) on every backend
+        tf32_capable = _tf32_capable(kind, devices)
+        if precision == "fp32":
+            jax.config.update("jax_default_matmul_precision", "highest")
+            layer_precision, compute_dtype, tf32 = lax.Precision.HIGHEST, jnp.float32, False
+        else:  # tf32: backend default (TF32 on Ampere+ GPUs); bf16: bf16 compute, fp32 leftovers at the default
+            layer_precision, compute_dtype, tf32 = None, (jnp.bfloat16 if precision == "bf16" else jnp.float32), tf32_capable
+        policy = {
+            "name": precision,
+            "compute_dtype": jnp.dtype(compute_dtype).name,
+            "param_dtype": "float32",
+            "tf32_matmul": tf32,
+            "tf32_conv": tf32,
+            "loss_scaling": False,
+        }
+
+        model = build_model(parity["model"]["arch"], parity["model"]["num_classes"], dtype=compute_dtype,
+                            param_dtype=jnp.float32, precision=layer_precision)
+        with jax.default_device(device):
+            key = jax.random.PRNGKey(parity["seed"])
+            sample = jnp.zeros((1, *geometry), jnp.float32)
+            variables = jax.jit(lambda k: model.init(k, sample, train=False))(key)
+            params, batch_stats = variables["params"], variables["batch_stats"]
+            trainable = count_parameters(params)
+            tx = None
+            if mode == "train":
+                opt = parity["optimizer"]
+                tx = optax.chain(
+                    optax.add_decayed_weights(opt["weight_decay"]),  # coupled L2 on every parameter, as torch SGD
+                    optax.sgd(opt["lr"], momentum=opt["momentum"] or None, nesterov=opt["nesterov"]),
+                )
+                state: Any = TrainState(params, batch_stats, jax.jit(tx.init)(params))
+            else:
+                state = {"params": params, "batch_stats": batch_stats}
+
+            images = normalize(data.images)
+            labels = data.labels.astype(np.int32, copy=False)
+            if device_data:
+                placed: Any = (jax.device_put(images, device), jax.device_put(labels, device))
+            else:
+                placed = (images, labels)
+            # commit every buffer to the device: uncommitted inputs would make the second step recompile
+            state = jax.device_put(state, device)
+            jax.block_until_ready((state, placed))
+
+        step_config = StepConfig(mode=mode, full_step=optimized, donate=donate, device_data=device_data,
+                                 size=parity["batch"]["per_device"])
+        return JaxWorkload(
+            trainable_parameters=trainable,
+            precision=policy,
+            data_placement=parity["data_placement"],
+            optimizations=_optimizations(step_config, os.environ.get("XLA_FLAGS", "")),
+            mode=mode,
+            model=model,
+            tx=tx,
+            state=state,
+            data=placed,
+            device=device,
+            step_config=step_config,
+        )
+
+
+def _optimizations(config: StepConfig, xla_flags: str) -> dict[str, dict[str, Any]]:
+    """The switches in effect, as {name: {applied, detail}}."""
+    infer = config.mode == "infer"
+    if infer:
+        jit_detail = "forward pass (running batch-norm statistics) under jax.jit"
+    elif config.full_step:
+        jit_detail = "whole train step under one jax.jit: forward, backward, optax update, batch-norm statistics"
+    else:
+        jit_detail = "forward+backward (value_and_grad) under jax.jit; optax update applied eagerly outside"
+    return {
+        "jit": {"applied": True, "detail": jit_detail},
+        "jit_full_step": {"applied": config.full_step and not infer, "detail": "optimizer update fused into the jitted step"},
+        "donation": {"applied": config.donate,
+                     "detail": "params, batch stats and optimizer state donated (donate_argnums)" if config.donate
+                     else "no buffer donation"},
+        "device_resident_data": {"applied": config.device_data,
+                                 "detail": "normalised split on the device, batch sliced in the step (lax.dynamic_slice)"
+                                 if config.device_data else "numpy batches sliced on the host, transferred every step"},
+        "nhwc_layout": {"applied": True, "detail": "Flax convolutions are NHWC"},
+        "xla_flags": {"applied": bool(xla_flags), "detail": xla_flags or "XLA defaults"},
+    }
