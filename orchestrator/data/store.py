@@ -1,25 +1,40 @@
 """The dataset cache: canonical split folders named by their content hash.
 
-Layout: ``<cache>/<name>/<split>-<geometry>-<samples>-<sha12>/{images.npy,labels.npy,dataset.json}``.
-The cache root is ``$BENCH_DATA_DIR`` or ``~/.cache/bench/datasets``.
+Layout under the cache root (``$BENCH_DATA_DIR`` or ``~/.cache/bench/datasets``)::
+
+    <name>/<stem>-<sha12>/{images.npy,labels.npy,dataset.json}   one split in canonical form
+    <name>/prepared-<H>x<W>x<C>.json                              what `bench data prepare` made
+    _downloads/                                                   archives fetched from a URL
+
+``images.npy`` is uint8 N x H x W x C, ``labels.npy`` int32 N; the split's sha256 is that of the
+bytes of ``images.npy`` followed by those of ``labels.npy`` (the rule of
+``images/common/bench_engine/data.py``). Splits are written to a
+temporary folder, then renamed: a split is either complete or absent. Splits are written and hashed
+as a stream of chunks, so a large one (10,000 x 224x224x3 = 1.5 GB) never sits in memory.
 """
 
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+from numpy.lib import format as npformat
 
-from orchestrator.data.synthetic import synthetic_split
+from orchestrator.data.synthetic import fill_synthetic
 from orchestrator.errors import BadInput
 
 CANONICAL_FILES = ("images.npy", "labels.npy")
+META_FILE = "dataset.json"
+DOWNLOADS = "_downloads"
+_COPY_BYTES = 64 << 20
 
 
 @dataclass(frozen=True)
@@ -36,7 +51,12 @@ def dataset_cache_root() -> Path:
     return Path(os.environ.get("BENCH_DATA_DIR") or Path.home() / ".cache" / "bench" / "datasets")
 
 
-def _hash_files(folder: Path) -> str:
+def geometry_tag(geometry: tuple[int, int, int] | list[int]) -> str:
+    return "x".join(str(int(v)) for v in geometry)
+
+
+def hash_split(folder: Path) -> str:
+    """sha256 of a canonical split folder: images.npy bytes then labels.npy bytes."""
     digest = hashlib.sha256()
     for name in CANONICAL_FILES:
         with open(folder / name, "rb") as handle:
@@ -45,53 +65,266 @@ def _hash_files(folder: Path) -> str:
     return digest.hexdigest()
 
 
-def write_canonical(target_parent: Path, stem: str, images: np.ndarray, labels: np.ndarray, meta: dict) -> tuple[Path, str]:
-    """Write a split atomically (temporary folder, then rename); return its folder and sha256."""
-    target_parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{stem}.", dir=target_parent))
-    try:
-        np.save(tmp / "images.npy", np.ascontiguousarray(images, dtype=np.uint8), allow_pickle=False)
-        np.save(tmp / "labels.npy", np.ascontiguousarray(labels, dtype=np.int32), allow_pickle=False)
-        sha = _hash_files(tmp)
-        meta = {**meta, "sha256": sha, "samples": int(labels.shape[0]), "shape": list(images.shape[1:])}
-        (tmp / "dataset.json").write_text(json.dumps(meta, indent=2) + "\n")
-        final = target_parent / f"{stem}-{sha[:12]}"
+_hash_files = hash_split  # the former private name
+
+
+def class_counts(labels: np.ndarray, num_classes: int) -> list[int]:
+    return [int(v) for v in np.bincount(np.asarray(labels, dtype=np.int64), minlength=num_classes)[:num_classes]]
+
+
+class SplitWriter:
+    """Write one canonical split sequentially: :meth:`write` image chunks in order, set ``labels``,
+    then :meth:`seal`. Bytes are hashed as they are written and never held twice in memory.
+
+    Used as a context manager; leaving it by an exception removes the temporary folder.
+    """
+
+    def __init__(self, parent: Path, stem: str, samples: int, shape: tuple[int, ...]) -> None:
+        if samples < 1:
+            raise BadInput(f"a dataset split needs at least one sample ({stem})")
+        parent.mkdir(parents=True, exist_ok=True)
+        self.parent, self.stem = parent, stem
+        self.samples, self.shape = samples, tuple(int(v) for v in shape)
+        self.labels = np.zeros(samples, dtype=np.int32)
+        self.written = 0
+        self.tmp = Path(tempfile.mkdtemp(prefix=f".{stem}.", dir=parent))
+        self._digest = hashlib.sha256()
+        self._images = open(self.tmp / "images.npy", "wb")
+        self._put(self._images, _npy_header(np.uint8, (samples, *self.shape)))
+
+    def __enter__(self) -> SplitWriter:
+        return self
+
+    def __exit__(self, kind, value, traceback) -> None:
+        if kind is not None:
+            self.abort()
+
+    def _put(self, handle, data) -> None:
+        handle.write(data)
+        self._digest.update(data)
+
+    def write(self, images: np.ndarray) -> None:
+        """Append the next rows (k x H x W x C, cast to uint8)."""
+        if tuple(images.shape[1:]) != self.shape:
+            raise ValueError(f"rows of shape {images.shape[1:]} written to a split of {self.shape}")
+        if self.written + images.shape[0] > self.samples:
+            raise ValueError("more rows than the split holds")
+        self._put(self._images, memoryview(np.ascontiguousarray(images, dtype=np.uint8)).cast("B"))
+        self.written += images.shape[0]
+
+    def abort(self) -> None:
+        self._images.close()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def seal(self, meta: dict[str, Any]) -> tuple[Path, str]:
+        """Close, write labels and dataset.json, move the split to ``<stem>-<sha12>``; return (folder, sha256)."""
+        if self.written != self.samples:
+            raise ValueError(f"{self.written} of {self.samples} rows written")
+        self._images.close()
+        buffer = io.BytesIO()
+        np.save(buffer, self.labels, allow_pickle=False)
+        with open(self.tmp / "labels.npy", "wb") as handle:
+            self._put(handle, buffer.getvalue())
+        sha = self._digest.hexdigest()
+        meta = {**meta, "sha256": sha, "samples": self.samples, "shape": list(self.shape)}
+        if "num_classes" in meta and "class_counts" not in meta:
+            meta["class_counts"] = class_counts(self.labels, meta["num_classes"])
+        (self.tmp / META_FILE).write_text(json.dumps(meta, indent=2) + "\n")
+        final = self.parent / f"{self.stem}-{sha[:12]}"
         if final.exists():
-            shutil.rmtree(tmp)
+            shutil.rmtree(self.tmp)
         else:
-            os.replace(tmp, final)
+            os.replace(self.tmp, final)
         return final, sha
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
 
 
-def _find_cached(parent: Path, stem: str) -> PreparedSplit | None:
+def _npy_header(dtype, shape: tuple[int, ...]) -> bytes:
+    """The .npy header np.save writes for a C-ordered array of ``dtype`` and ``shape``."""
+    buffer = io.BytesIO()
+    npformat.write_array_header_1_0(buffer, {"descr": npformat.dtype_to_descr(np.dtype(dtype)), "fortran_order": False, "shape": tuple(shape)})
+    return buffer.getvalue()
+
+
+def _read_rows(path: Path, rows: int, chunk_rows: int):
+    """Yield the first ``rows`` rows of a C-ordered .npy file in chunks, reading the file sequentially."""
+    with open(path, "rb") as handle:
+        version = npformat.read_magic(handle)
+        reader = npformat.read_array_header_1_0 if version == (1, 0) else npformat.read_array_header_2_0
+        shape, fortran, dtype = reader(handle)
+        if fortran:
+            raise BadInput(f"{path}: Fortran-ordered arrays are not canonical")
+        row_shape = tuple(shape[1:])
+        row_bytes = int(np.prod(row_shape)) * dtype.itemsize
+        done = 0
+        while done < rows:
+            count = min(chunk_rows, rows - done)
+            data = handle.read(count * row_bytes)
+            if len(data) != count * row_bytes:
+                raise BadInput(f"{path} is truncated; prepare the dataset again")
+            yield np.frombuffer(data, dtype=dtype).reshape(count, *row_shape)
+            done += count
+
+
+def write_canonical(target_parent: Path, stem: str, images: np.ndarray, labels: np.ndarray, meta: dict) -> tuple[Path, str]:
+    """Write a split from arrays atomically (temporary folder, then rename); return its folder and sha256."""
+    with SplitWriter(target_parent, stem, int(labels.shape[0]), tuple(images.shape[1:])) as writer:
+        writer.write(images)
+        writer.labels[:] = labels
+        return writer.seal(meta)
+
+
+def read_meta(folder: Path) -> dict[str, Any] | None:
+    meta_file = folder / META_FILE
+    if not (folder.is_dir() and meta_file.is_file() and all((folder / n).is_file() for n in CANONICAL_FILES)):
+        return None
+    try:
+        return json.loads(meta_file.read_text())
+    except ValueError:
+        return None
+
+
+def split_of(folder: Path, meta: dict[str, Any]) -> PreparedSplit:
+    return PreparedSplit(meta["name"], meta["split"], folder, meta["sha256"], meta["samples"], meta.get("synthetic", False))
+
+
+def find_cached(parent: Path, stem: str) -> PreparedSplit | None:
     if not parent.is_dir():
         return None
     for folder in sorted(parent.glob(f"{stem}-*")):
-        meta_file = folder / "dataset.json"
-        if folder.is_dir() and meta_file.is_file():
-            meta = json.loads(meta_file.read_text())
-            return PreparedSplit(meta["name"], meta["split"], folder, meta["sha256"], meta["samples"], meta.get("synthetic", False))
+        if folder.name[len(stem) + 1:].isalnum():
+            meta = read_meta(folder)
+            if meta is not None:
+                return split_of(folder, meta)
     return None
 
 
+_find_cached = find_cached  # the former private name
+
+
+def load_split(folder: Path) -> PreparedSplit:
+    meta = read_meta(folder)
+    if meta is None:
+        raise BadInput(f"dataset split {folder} is missing or incomplete; prepare it again with `bench data prepare`")
+    return split_of(folder, meta)
+
+
+def list_splits(root: Path | None = None) -> list[dict[str, Any]]:
+    """Every complete split in the cache: its dataset.json plus ``path`` (and ``prepared`` when a
+    prepared record points at it)."""
+    root = root or dataset_cache_root()
+    rows: list[dict[str, Any]] = []
+    if not root.is_dir():
+        return rows
+    for dataset in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(("_", "."))):
+        pointed = {entry["folder"] for record in prepared_records(dataset.name) for entry in record["splits"].values()}
+        for folder in sorted(p for p in dataset.iterdir() if p.is_dir() and not p.name.startswith(".")):
+            meta = read_meta(folder)
+            if meta is not None:
+                rows.append({**meta, "path": str(folder), "prepared": folder.name in pointed})
+    return rows
+
+
+# --- prepared records: what `bench data prepare NAME` made, per image geometry -----------------
+
+def prepared_record_path(name: str, geometry: tuple[int, int, int] | list[int]) -> Path:
+    return dataset_cache_root() / name / f"prepared-{geometry_tag(geometry)}.json"
+
+
+def prepared_records(name: str) -> list[dict[str, Any]]:
+    """The valid prepared records of ``name`` (every split folder they name still complete)."""
+    folder = dataset_cache_root() / name
+    records = []
+    for path in sorted(folder.glob("prepared-*.json")) if folder.is_dir() else []:
+        try:
+            record = json.loads(path.read_text())
+        except ValueError:
+            continue
+        if all(read_meta(folder / entry["folder"]) is not None for entry in record.get("splits", {}).values()):
+            records.append(record)
+    return records
+
+
+def read_prepared(name: str, geometry: tuple[int, int, int] | list[int]) -> dict[str, Any] | None:
+    path = prepared_record_path(name, geometry)
+    if not path.is_file():
+        return None
+    for record in prepared_records(name):
+        if list(record["geometry"]) == [int(v) for v in geometry]:
+            return record
+    return None
+
+
+def write_prepared(record: dict[str, Any]) -> Path:
+    path = prepared_record_path(record["name"], record["geometry"])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(record, indent=2) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def prepared_split(record: dict[str, Any], split: str) -> PreparedSplit:
+    entry = record["splits"].get(split)
+    if entry is None:
+        raise BadInput(f"workload.dataset.split: the prepared {record['name']} has no '{split}' split (it has: {', '.join(sorted(record['splits']))})")
+    return load_split(dataset_cache_root() / record["name"] / entry["folder"])
+
+
+def first_samples(full: PreparedSplit, samples: int | None) -> PreparedSplit:
+    """The first ``samples`` samples of a prepared split, as a canonical split of their own (cached);
+    the split itself when ``samples`` is None or all of it."""
+    if samples is None or samples == full.samples:
+        return full
+    if samples > full.samples:
+        raise BadInput(f"workload.dataset.samples: {samples} exceeds the {full.samples} samples of the prepared {full.name}/{full.split}")
+    meta = read_meta(full.path) or {}
+    shape = tuple(meta.get("shape") or ())
+    stem = f"{full.split}-{geometry_tag(shape)}-first{samples}-of-{full.sha256[:12]}"
+    parent = full.path.parent
+    cached = find_cached(parent, stem)
+    if cached is not None:
+        return cached
+    labels = np.load(full.path / "labels.npy", allow_pickle=False)
+    with SplitWriter(parent, stem, samples, shape) as writer:
+        for rows in _read_rows(full.path / "images.npy", samples, max(1, _COPY_BYTES // max(1, int(np.prod(shape))))):
+            writer.write(rows)
+        writer.labels[:] = labels[:samples]
+        keep = {k: v for k, v in meta.items() if k not in ("sha256", "samples", "shape", "class_counts")}
+        folder, sha = writer.seal({**keep, "subset_of": {"sha256": full.sha256, "samples": full.samples, "rule": "first N samples"}})
+    return PreparedSplit(full.name, full.split, folder, sha, samples, full.synthetic)
+
+
+# --- synthetic ----------------------------------------------------------------------------------
+
+def synthetic_stem(split: str, geometry: tuple[int, int, int], num_classes: int, samples: int, seed: int) -> str:
+    return f"{split}-synthetic-{geometry_tag(geometry)}-c{num_classes}-n{samples}-s{seed}"
+
+
+def prepare_synthetic(name: str, split: str, samples: int, geometry: tuple[int, int, int], num_classes: int, seed: int) -> PreparedSplit:
+    """A seeded synthetic split (cached), generated in chunks straight into its memory-mapped file."""
+    stem = synthetic_stem(split, geometry, num_classes, samples, seed)
+    parent = dataset_cache_root() / name
+    cached = find_cached(parent, stem)
+    if cached is not None:
+        return cached
+    with SplitWriter(parent, stem, samples, tuple(geometry)) as writer:
+        fill_synthetic(writer, num_classes, seed)
+        meta = {"name": name, "split": split, "synthetic": True, "seed": seed, "num_classes": num_classes}
+        folder, sha = writer.seal(meta)
+    return PreparedSplit(name, split, folder, sha, samples, True)
+
+
 def prepare_split(name: str, source: str, split: str, samples: int | None, geometry: tuple[int, int, int], num_classes: int, seed: int) -> PreparedSplit:
-    """Prepare (or reuse from the cache) one split of a dataset in canonical form."""
-    height, width, channels = geometry
+    """Prepare (or reuse from the cache) one split of a dataset in canonical form.
+
+    ``source``: ``synthetic`` (seeded, any name and geometry), ``prepared`` (what ``bench data
+    prepare NAME`` cached), or a path/URL of the dataset's archive or folder (prepared on the fly).
+    For real data ``samples`` takes the first N samples of the split.
+    """
     if source != "synthetic":
         from orchestrator.data.sources import prepare_from_source
 
-        return prepare_from_source(name, source, split, samples)
+        return prepare_from_source(name, source, split, samples, geometry, num_classes)
     if samples is None:
         raise BadInput(f"workload.dataset.samples: required for a synthetic dataset ({name})")
-    stem = f"{split}-synthetic-{height}x{width}x{channels}-c{num_classes}-n{samples}-s{seed}"
-    parent = dataset_cache_root() / name
-    cached = _find_cached(parent, stem)
-    if cached is not None:
-        return cached
-    images, labels = synthetic_split(samples, height, width, channels, num_classes, seed)
-    meta = {"name": name, "split": split, "synthetic": True, "seed": seed, "num_classes": num_classes}
-    folder, sha = write_canonical(parent, stem, images, labels, meta)
-    return PreparedSplit(name, split, folder, sha, samples, True)
+    return prepare_synthetic(name, split, samples, tuple(geometry), num_classes, seed)
