@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+ALPHA = 0.05  # significance level of the Mann-Whitney U test
 HIGH_SPREAD = 0.05  # relative IQR (or range, for few repeats) above which the summary warns
 BOOTSTRAP_RESAMPLES = 2000
 
@@ -24,6 +25,8 @@ def describe(values: list[float], seed: int = 0) -> dict[str, Any] | None:
         "min": float(arr.min()),
         "max": float(arr.max()),
         "iqr": float(q3 - q1),
+        "q1": float(q1),
+        "q3": float(q3),
         "stdev": float(arr.std(ddof=1)) if arr.size > 1 else 0.0,
         "ci95": None,
     }
@@ -68,3 +71,31 @@ def spread_warning(summary: dict[str, Any] | None) -> str | None:
     if measure > HIGH_SPREAD:
         return f"high spread: {measure:.1%} of the median across {summary['n']} repeats"
     return None
+
+
+def min_attainable_p(n_a: int, n_b: int) -> float:
+    """The smallest two-sided exact Mann-Whitney p-value n_a x n_b repeats can give (no ties)."""
+    from math import comb
+
+    if n_a < 1 or n_b < 1:
+        return 1.0
+    return min(1.0, 2.0 / comb(n_a + n_b, n_a))
+
+
+def significance(a: list[float], b: list[float], alpha: float = ALPHA) -> dict[str, Any]:
+    """Mann-Whitney U test of a vs b: {'p_value', 'significant' (None with <2 repeats a side), 'note'}."""
+    p = mann_whitney(a, b)
+    if p is None:
+        return {"p_value": None, "significant": None, "note": f"n/a: needs 2+ repeats a side (have {len(a)} and {len(b)})"}
+    out: dict[str, Any] = {"p_value": p, "significant": bool(p < alpha), "note": None}
+    floor = min_attainable_p(len(a), len(b))
+    if floor >= alpha:
+        out["note"] = (f"{len(a)} x {len(b)} repeats cannot reach p<{alpha:g} (smallest possible p = {floor:.3f});"
+                       " use 4+ repeats a side")
+    return out
+
+
+def compare_samples(a: list[float], b: list[float], seed: int = 0, alpha: float = ALPHA) -> dict[str, Any]:
+    """B relative to A: ratio median(b)/median(a) with its bootstrap 95% CI, and the Mann-Whitney verdict."""
+    ratio, ci = ratio_of_medians(b, a, seed=seed)
+    return {"ratio": ratio, "ci95": ci, **significance(a, b, alpha)}

@@ -6,7 +6,7 @@ from collections import defaultdict
 from itertools import permutations
 from typing import Any
 
-from orchestrator.stats import describe, ratio_of_medians, spread_warning
+from orchestrator.stats import describe, ratio_of_medians, significance, spread_warning
 
 GROUP_KEYS = ("engine", "precision", "path", "batch_per_device", "devices")
 
@@ -18,7 +18,39 @@ def _run_row(record: dict[str, Any], result: dict[str, Any] | None) -> dict[str,
     row["throughput"] = record.get("throughput")
     row["setup_s"] = measurements.get("setup_s")
     row["warmup_s"] = measurements.get("warmup_s")
+    row["samples"] = ((result or {}).get("work") or {}).get("samples")
+    row.update(_energy(record, row["samples"]))
     return row
+
+
+def _energy(record: dict[str, Any], samples: int | None) -> dict[str, Any]:
+    """GPU telemetry of a run: energy over the whole engine process and energy per processed sample."""
+    gpu = (record.get("telemetry") or {}).get("gpu")
+    if not gpu:
+        return {"energy_j": None, "energy_per_sample_j": None, "power_w_mean": None, "gpu_util_pct_mean": None,
+                "telemetry": "not recorded"}
+    if not gpu.get("available"):
+        return {"energy_j": None, "energy_per_sample_j": None, "power_w_mean": None, "gpu_util_pct_mean": None,
+                "telemetry": f"unavailable: {gpu.get('reason') or 'unknown reason'}"}
+    energy = gpu.get("energy_j")
+    return {
+        "energy_j": energy,
+        "energy_per_sample_j": energy / samples if energy is not None and samples else None,
+        "power_w_mean": (gpu.get("power_w") or {}).get("mean"),
+        "gpu_util_pct_mean": (gpu.get("util_pct") or {}).get("mean"),
+        "telemetry": "ok" if energy is not None else "no energy: " + "; ".join(gpu.get("notes") or ["unsupported"]),
+    }
+
+
+def _telemetry_overview(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Whether GPU telemetry and energy were available, and why not."""
+    states = [row["telemetry"] for row in rows if row["status"] != "skipped"]
+    with_energy = sum(1 for row in rows if row.get("energy_j") is not None)
+    reasons = sorted({s for s in states if s != "ok"})
+    return {"available": any(s == "ok" or s.startswith("no energy") for s in states), "runs": len(states),
+            "runs_with_energy": with_energy, "reasons": reasons,
+            "energy_definition": "GPU energy of the whole engine process (setup, warmup and steady state) "
+                                 "divided by the samples it processed"}
 
 
 def summarize(scenario: str, artifact_id: str, smoke: bool, runs: list[tuple[dict[str, Any], dict[str, Any] | None]],
@@ -47,6 +79,8 @@ def summarize(scenario: str, artifact_id: str, smoke: bool, runs: list[tuple[dic
             setup_s=describe([row["setup_s"] for row, _ in valid if row["setup_s"] is not None]),
             warmup_s=describe([row["warmup_s"] for row, _ in valid if row["warmup_s"] is not None]),
             latency_ms=_latency(valid) if latency else None,
+            energy_per_sample_j=describe([row["energy_per_sample_j"] for row, _ in valid if row.get("energy_per_sample_j") is not None]),
+            power_w=describe([row["power_w_mean"] for row, _ in valid if row.get("power_w_mean") is not None]),
             warnings=warnings,
         )
         groups.append(group)
@@ -63,6 +97,7 @@ def summarize(scenario: str, artifact_id: str, smoke: bool, runs: list[tuple[dic
         "groups": groups,
         "ratios": _ratios(valid_throughputs),
         "cross_engine_parity": cross_parity or [],
+        "telemetry": _telemetry_overview(rows),
     }
 
 
@@ -85,6 +120,8 @@ def _ratios(throughputs: dict[tuple, list[float]]) -> list[dict[str, Any]]:
     for (precision, path, batch, devices), engines in cells.items():
         for a, b in permutations(sorted(engines), 2):
             ratio, ci = ratio_of_medians(engines[a], engines[b])
+            test = significance(engines[b], engines[a])
             out.append({"precision": precision, "path": path, "batch_per_device": batch, "devices": devices,
-                        "engine": a, "baseline_engine": b, "ratio": ratio, "ci95": ci})
+                        "engine": a, "baseline_engine": b, "ratio": ratio, "ci95": ci,
+                        "p_value": test["p_value"], "significant": test["significant"], "note": test["note"]})
     return out

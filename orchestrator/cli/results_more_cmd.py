@@ -1,0 +1,140 @@
+"""``bench results compare | report | archive``: added to the ``results`` group of results_cmd.
+
+Artifacts are given as folders or as ``.tar.gz`` archives (extracted safely into a temporary folder).
+A missing, unreadable or invalid artifact (schemas, sha256) is bad input: one line, exit code 2.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from orchestrator.cli.console import err, fmt_rate, out, print_json
+from orchestrator.cli.results_cmd import results_app
+from orchestrator.errors import BadInput
+
+
+@contextlib.contextmanager
+def _checked_artifact(path: Path, label: str) -> Iterator[Path]:
+    """The artifact at ``path`` as a folder, validated (BadInput, exit 2, when missing or invalid)."""
+    from orchestrator.artifacts.archive import artifact_folder
+    from orchestrator.artifacts.validate import validate_artifact
+
+    if not path.exists():
+        raise BadInput(f"{label} {path}: no such artifact folder or archive")
+    with artifact_folder(path) as root:
+        problems = validate_artifact(root)
+        if problems:
+            more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
+            raise BadInput(f"{label} {path}: invalid artifact: {problems[0]}{more} (see 'bench results validate')")
+        yield root
+
+
+def _summary(root: Path, path: Path) -> dict[str, Any]:
+    from orchestrator.cli.results_cmd import load_summary
+
+    try:
+        return load_summary(root)
+    except BadInput as exc:
+        raise BadInput(str(exc).replace(str(root), str(path))) from None
+
+
+def _ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}x"
+
+
+def _render_comparison(doc: dict[str, Any]) -> None:
+    a, b = doc["a"], doc["b"]
+    out.print(f"A: {escape(a['artifact'])} ({escape(a['scenario'])} {escape(a['artifact_id'])})")
+    out.print(f"B: {escape(b['artifact'])} ({escape(b['scenario'])} {escape(b['artifact_id'])})")
+    table = Table(title="B relative to A: steady-state throughput", caption=doc["direction"] + f"; significant: Mann-Whitney U p < {doc['alpha']:g}")
+    for column in ("engine", "precision", "path", "batch", "dev", "n A", "n B", "median A", "median B", "B/A", "95% CI", "change",
+                   "p", "verdict"):
+        table.add_column(column, overflow="fold")
+    for g in doc["groups"]:
+        ci = g["ci95"]
+        verdict = g["verdict"]
+        style = "green" if verdict == "B faster" else "red" if verdict == "B slower" else "dim" if verdict.startswith("n/a") else ""
+        table.add_row(g["engine"], g["precision"], g["path"], str(g["batch_per_device"]), str(g["devices"]), str(g["n_a"]), str(g["n_b"]),
+                      fmt_rate(g["median_a"]), fmt_rate(g["median_b"]), _ratio(g["ratio"]),
+                      f"{ci[0]:.3f}-{ci[1]:.3f}" if ci else "-",
+                      "-" if g["change_pct"] is None else f"{g['change_pct']:+.1f}%",
+                      "n/a" if g["p_value"] is None else f"{g['p_value']:.3g}",
+                      f"[{style}]{escape(verdict)}[/]" if style else escape(verdict))
+    out.print(table)
+    for g in doc["groups"]:
+        if g.get("note"):
+            err.print(f"[yellow]note[/] {g['engine']} {g['precision']} {g['path']}: {escape(g['note'])}")
+    for side, key in (("A", "only_in_a"), ("B", "only_in_b")):
+        for g in doc[key]:
+            err.print(f"only in {side}: {g['engine']} {g['precision']} {g['path']} b{g['batch_per_device']} x{g['devices']}")
+    for warning in doc["warnings"]:
+        err.print(f"[yellow]warning[/] {escape(warning)}")
+
+
+@results_app.command("compare")
+def compare(a: Path = typer.Argument(..., help="Baseline artifact A (folder or .tar.gz)."),
+            b: Path = typer.Argument(..., help="Artifact B compared with A (folder or .tar.gz)."),
+            alpha: float = typer.Option(0.05, "--alpha", min=0.0001, max=0.5, help="Significance level of the Mann-Whitney U test."),
+            as_json: bool = typer.Option(False, "--json", help="Print the comparison as JSON.")) -> None:
+    """Per matching engine/precision/path/batch/devices group: median throughput ratio B/A (above 1: B is faster),
+    its bootstrap 95% interval and whether the difference is significant (Mann-Whitney U over the repeats)."""
+    from orchestrator.compare import compare_summaries
+
+    with _checked_artifact(a, "A") as root_a, _checked_artifact(b, "B") as root_b:
+        doc = compare_summaries(_summary(root_a, a), _summary(root_b, b), str(a), str(b), alpha=alpha)
+    if as_json:
+        print_json(doc)
+    else:
+        _render_comparison(doc)
+
+
+@results_app.command("report")
+def report(artifact: Path = typer.Argument(..., help="Artifact folder (or .tar.gz archive)."),
+           html: bool = typer.Option(False, "--html", help="Also write a self-contained HTML page with plots."),
+           out_dir: Path | None = typer.Option(None, "--out", help="Output folder (default: <artifact-id>-report next to the artifact)."),
+           as_json: bool = typer.Option(False, "--json", help="Print the written files as JSON.")) -> None:
+    """Write a Markdown report (runs, statistics, ratios, setup/warmup, telemetry, environment), runs.csv and groups.csv,
+    and with --html report.html. The artifact itself is never modified."""
+    from orchestrator.reports import build_report, default_report_dir, load_report_data
+
+    with _checked_artifact(artifact, "artifact") as root:
+        data = load_report_data(root, str(artifact))
+        target = out_dir or default_report_dir(artifact, data.artifact_id)
+        written = build_report(data, target, html=html, artifact_root=artifact if artifact.is_dir() else None)
+    if as_json:
+        print_json({"artifact": str(artifact), "out": str(target.resolve()), "files": {k: str(v) for k, v in written.items()}})
+        return
+    out.print(f"report: {escape(str(target.resolve()))}")
+    for kind, path in written.items():
+        if not kind.startswith("png:"):
+            out.print(f"  {kind}: {escape(str(path))}")
+
+
+@results_app.command("archive")
+def archive(artifact: Path = typer.Argument(..., help="Artifact folder."),
+            out_file: Path | None = typer.Option(None, "--out", help="Archive file (default: <artifact-id>.tar.gz next to the artifact)."),
+            force: bool = typer.Option(False, "--force", help="Replace an existing archive."),
+            as_json: bool = typer.Option(False, "--json")) -> None:
+    """Write the artifact folder (manifest and every listed file) as a .tar.gz, after validating it."""
+    from orchestrator.artifacts.archive import create_archive
+    from orchestrator.artifacts.manifest import file_sha256
+
+    if not artifact.is_dir():
+        raise BadInput(f"{artifact}: no such artifact folder")
+    written = create_archive(artifact, out_file, force=force)
+    digest = file_sha256(written)
+    if as_json:
+        print_json({"artifact": str(artifact), "archive": str(written), "bytes": written.stat().st_size, "sha256": digest})
+    else:
+        out.print(f"archive: {escape(str(written))} ({written.stat().st_size:,} bytes, sha256 {digest})")
+
+
+def register(app: typer.Typer) -> None:
+    """Nothing to add to the root: importing this module added the commands to ``bench results``."""

@@ -1,0 +1,63 @@
+"""Reports of an artifact: Markdown, a self-contained HTML page, CSV exports and plots.
+
+``build_report(source, out_dir, html=...)`` reads the artifact (never modifying it) and writes into
+``out_dir``: ``report.md`` (+ ``plot-*.png`` beside it when matplotlib is installed), ``runs.csv``,
+``groups.csv`` and, with ``html``, ``report.html``. The default ``out_dir`` is
+``<folder holding the artifact>/<artifact-id>-report/`` (see ``default_report_dir``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from orchestrator.artifacts.layout import utc_now
+from orchestrator.errors import BadInput
+from orchestrator.jsonio import write_text_atomic
+from orchestrator.reports.data import ReportData, load_report_data
+
+__all__ = ["ReportData", "build_report", "default_report_dir", "load_report_data"]
+
+
+def default_report_dir(source: Path, artifact_id: str) -> Path:
+    """``<parent of the artifact folder or archive>/<artifact-id>-report``."""
+    return source.resolve().parent / f"{artifact_id}-report"
+
+
+def build_report(data: ReportData, out_dir: Path, html: bool = False, artifact_root: Path | None = None) -> dict[str, Path]:
+    """Write the report files; returns {kind: path}. BadInput when ``out_dir`` lies inside the artifact."""
+    from orchestrator.reports import csvout, markdown, plots, tables
+
+    out_dir = out_dir.resolve()
+    if artifact_root is not None and out_dir.is_relative_to(artifact_root.resolve()):
+        raise BadInput(f"--out {out_dir}: inside the artifact (a report there would break its manifest)")
+    if out_dir.exists() and not out_dir.is_dir():
+        raise BadInput(f"--out {out_dir}: exists and is not a folder")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BadInput(f"--out {out_dir}: cannot create it ({exc.strerror or exc})") from None
+    all_tables = tables.all_tables(data)
+    ok, plot_note = plots.matplotlib_available()
+    figures = plots.all_plots(data) if ok else []
+    if ok and not any(p.key == "telemetry" for p in figures):
+        reasons = (data.summary.get("telemetry") or {}).get("reasons") or []
+        plot_note = "No GPU telemetry to plot" + (f" ({'; '.join(reasons)})." if reasons else ".")
+    written: dict[str, Path] = {}
+    images = []
+    for plot in figures:
+        name = f"plot-{plot.key}.png"
+        (out_dir / name).write_bytes(plots.to_png(plot.figure))
+        written[f"png:{plot.key}"] = out_dir / name
+        images.append((plot.title, name, plot.caption))
+    written["markdown"] = out_dir / "report.md"
+    write_text_atomic(written["markdown"], markdown.render_markdown(data, all_tables, images, plot_note))
+    written["runs_csv"] = out_dir / "runs.csv"
+    write_text_atomic(written["runs_csv"], csvout.runs_csv(data))
+    written["groups_csv"] = out_dir / "groups.csv"
+    write_text_atomic(written["groups_csv"], csvout.groups_csv(data))
+    if html:
+        from orchestrator.reports.html import render_html
+
+        written["html"] = out_dir / "report.html"
+        write_text_atomic(written["html"], render_html(data, all_tables, figures, plot_note, utc_now()))
+    return written

@@ -1,0 +1,441 @@
+"""GPU telemetry of one run (nvidia-ml-py): static GPU facts plus a background sampler.
+
+``GpuTelemetry`` is a run monitor (see ``orchestrator.execute.RunMonitor``): ``start(run_dir, settings)``
+records the static facts of the GPUs the run uses (name, UUID, driver and CUDA driver versions,
+memory, power limits, clocks, persistence/MIG/ECC modes) and starts a thread that samples every
+``interval`` seconds utilisation, memory used, power, SM/memory clocks, temperature, throttle reasons
+and the total-energy counter into ``<run_dir>/telemetry.csv``; ``stop()`` ends the sampler and returns
+a small summary (samples, mean/max power and utilisation, energy in joules) that the executor stores in
+``run.json`` under ``telemetry.gpu``.
+
+Which GPUs: ``settings['visible_devices']`` (indices as nvidia-smi numbers them, or GPU UUIDs; a
+comma-separated string or a list; 'all'), else for the local runtime ``CUDA_VISIBLE_DEVICES`` of the
+run's environment (``settings['env']``) or of this process, else every GPU. Runs of the slurm runtime
+execute on another node: they are not sampled. Indices are NVML (PCI bus) order; set
+``CUDA_DEVICE_ORDER=PCI_BUS_ID`` so that CUDA numbers them the same way.
+
+Energy: the difference of ``nvmlDeviceGetTotalEnergyConsumption`` (Volta and newer) between start and
+stop, summed over the GPUs; where the counter is not supported, the integral of the sampled power
+(trapezoids). It covers the whole engine process: setup, warmup and steady state.
+
+Without nvidia-ml-py, an NVIDIA driver or a GPU (or with ``device: cpu``) nothing is sampled, no CSV is
+written and ``stop()`` returns ``{'available': False, 'reason': ...}``. The monitor never raises: a
+telemetry problem must not fail a benchmark run.
+"""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import json
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+CSV_NAME = "telemetry.csv"
+DEFAULT_INTERVAL_S = 0.15
+CSV_COLUMNS = ("time_s", "gpu", "util_gpu_pct", "util_mem_pct", "mem_used_bytes", "power_w", "sm_clock_mhz",
+               "mem_clock_mhz", "temperature_c", "throttle_reasons", "throttle", "energy_mj")
+
+# nvmlClocksEventReason* bits (formerly nvmlClocksThrottleReason*)
+THROTTLE_BITS = {
+    0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_power_cap", 0x8: "hw_slowdown",
+    0x10: "sync_boost", 0x20: "sw_thermal_slowdown", 0x40: "hw_thermal_slowdown",
+    0x80: "hw_power_brake_slowdown", 0x100: "display_clock_setting",
+}
+
+
+def throttle_names(mask: int | None) -> list[str]:
+    if not mask:
+        return []
+    names = [name for bit, name in THROTTLE_BITS.items() if mask & bit]
+    unknown = mask & ~sum(THROTTLE_BITS)
+    return [*names, f"0x{unknown:x}"] if unknown else names
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _safe(call: Any, *args: Any) -> Any:
+    """A field the GPU or driver does not support reads as None."""
+    try:
+        return call(*args)
+    except Exception:
+        return None
+
+
+def _first(value: Any) -> Any:
+    return value[0] if isinstance(value, list | tuple) else value
+
+
+def _load_nvml() -> tuple[Any, str | None]:
+    """(pynvml module initialised, None) or (None, why not)."""
+    try:
+        import pynvml
+    except ImportError:
+        return None, "nvidia-ml-py is not installed"
+    try:
+        pynvml.nvmlInit()
+    except Exception as exc:
+        return None, f"NVML unavailable ({exc.__class__.__name__}): no NVIDIA driver/GPU"
+    return pynvml, None
+
+
+def _runtime(settings: dict[str, Any]) -> str | None:
+    return (settings.get("checked") or {}).get("name") or settings.get("runtime")
+
+
+def requested_devices(settings: dict[str, Any]) -> list[str] | None:
+    """The GPUs a run may use, as given (indices or UUIDs), or None for all.
+
+    ``visible_devices`` first ('all' or empty: every GPU); for a process on this host (local runtime)
+    also ``CUDA_VISIBLE_DEVICES`` of its environment; a container gets every GPU unless told otherwise.
+    """
+    visible = settings.get("visible_devices")
+    if visible is None and _runtime(settings) != "docker":
+        visible = (settings.get("env") or {}).get("CUDA_VISIBLE_DEVICES", os.environ.get("CUDA_VISIBLE_DEVICES"))
+    if visible is None or visible == "" or visible == "all":
+        return None
+    items = visible.split(",") if isinstance(visible, str) else list(visible) if isinstance(visible, list | tuple) else [visible]
+    return [str(item).strip() for item in items if str(item).strip()]
+
+
+def resolve_handles(nvml: Any, wanted: list[str] | None) -> tuple[list[tuple[int, Any]], list[str]]:
+    """[(nvml index, handle)] of the wanted GPUs and notes about entries that could not be resolved."""
+    count = int(nvml.nvmlDeviceGetCount())
+    if wanted is None:
+        return [(i, nvml.nvmlDeviceGetHandleByIndex(i)) for i in range(count)], []
+    by_uuid: dict[str, int] = {}
+    for i in range(count):
+        uuid = _text(_safe(nvml.nvmlDeviceGetUUID, nvml.nvmlDeviceGetHandleByIndex(i)))
+        if uuid:
+            by_uuid[uuid] = i
+    chosen: list[int] = []
+    notes: list[str] = []
+    for item in wanted:
+        if item.isdigit() and int(item) < count:
+            index: int | None = int(item)
+        else:
+            index = by_uuid.get(item)
+            if index is None and item.startswith("GPU-"):  # CUDA accepts a unique UUID prefix
+                index = next((i for u, i in by_uuid.items() if u.startswith(item)), None)
+        if index is None:
+            notes.append(f"visible device {item!r} is not an NVML GPU")
+            if item.isdigit():
+                break  # CUDA ignores every entry after an invalid one
+            continue
+        if index not in chosen:
+            chosen.append(index)
+    return [(i, nvml.nvmlDeviceGetHandleByIndex(i)) for i in chosen], notes
+
+
+def device_facts(nvml: Any, index: int, handle: Any) -> dict[str, Any]:
+    """Static facts of one GPU; unsupported fields are None."""
+    memory = _safe(nvml.nvmlDeviceGetMemoryInfo, handle)
+    power_limit = _safe(nvml.nvmlDeviceGetPowerManagementLimit, handle)
+    enforced = _safe(nvml.nvmlDeviceGetEnforcedPowerLimit, handle) if hasattr(nvml, "nvmlDeviceGetEnforcedPowerLimit") else None
+    capability = _safe(nvml.nvmlDeviceGetCudaComputeCapability, handle) if hasattr(nvml, "nvmlDeviceGetCudaComputeCapability") else None
+    pci = _safe(nvml.nvmlDeviceGetPciInfo, handle) if hasattr(nvml, "nvmlDeviceGetPciInfo") else None
+    sm, mem = getattr(nvml, "NVML_CLOCK_SM", 1), getattr(nvml, "NVML_CLOCK_MEM", 2)
+    ecc = _safe(nvml.nvmlDeviceGetEccMode, handle)
+    mig = _safe(nvml.nvmlDeviceGetMigMode, handle)
+
+    def optional(name: str, *args: Any) -> Any:
+        call = getattr(nvml, name, None)
+        return _safe(call, handle, *args) if call else None
+
+    energy = optional("nvmlDeviceGetTotalEnergyConsumption")
+    return {
+        "index": index,
+        "name": _text(_safe(nvml.nvmlDeviceGetName, handle)),
+        "uuid": _text(_safe(nvml.nvmlDeviceGetUUID, handle)),
+        "pci_bus_id": _text(getattr(pci, "busId", None)) if pci is not None else None,
+        "compute_capability": f"{capability[0]}.{capability[1]}" if isinstance(capability, list | tuple) and len(capability) == 2 else None,
+        "memory_total_bytes": int(memory.total) if memory is not None else None,
+        "power_limit_w": power_limit / 1000.0 if power_limit else None,
+        "enforced_power_limit_w": enforced / 1000.0 if enforced else None,
+        "sm_clock_mhz": optional("nvmlDeviceGetClockInfo", sm),
+        "mem_clock_mhz": optional("nvmlDeviceGetClockInfo", mem),
+        "sm_clock_max_mhz": optional("nvmlDeviceGetMaxClockInfo", sm),
+        "mem_clock_max_mhz": optional("nvmlDeviceGetMaxClockInfo", mem),
+        "sm_clock_applications_mhz": optional("nvmlDeviceGetApplicationsClock", sm),
+        "persistence_mode": _safe(nvml.nvmlDeviceGetPersistenceMode, handle),
+        "mig_mode": _first(mig),
+        "ecc_mode": _first(ecc),
+        "energy_counter": energy is not None,
+    }
+
+
+def gpu_facts(settings: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Static facts of the GPUs a run with ``settings`` uses (for records and ``bench env``)."""
+    nvml, why = _load_nvml()
+    if nvml is None:
+        return {"available": False, "reason": why, "devices": []}
+    try:
+        handles, notes = resolve_handles(nvml, requested_devices(settings or {}))
+        return {"available": True, "reason": None, **_driver(nvml), "devices": [device_facts(nvml, i, h) for i, h in handles],
+                "notes": notes}
+    except Exception as exc:
+        return {"available": False, "reason": f"NVML query failed ({exc.__class__.__name__}: {exc})", "devices": []}
+    finally:
+        _safe(nvml.nvmlShutdown)
+
+
+def _driver(nvml: Any) -> dict[str, Any]:
+    cuda = _safe(nvml.nvmlSystemGetCudaDriverVersion)
+    return {"driver": _text(_safe(nvml.nvmlSystemGetDriverVersion)),
+            "cuda_driver": f"{cuda // 1000}.{(cuda % 1000) // 10}" if isinstance(cuda, int) else None}
+
+
+def _run_spec(run_dir: Path) -> dict[str, Any]:
+    try:
+        return json.loads((run_dir / "spec.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+class GpuTelemetry:
+    """Run monitor: GPU facts and a sampler thread writing ``telemetry.csv`` (see the module doc)."""
+
+    name = "gpu"
+
+    def __init__(self, interval_s: float | None = None):
+        self.interval_s = interval_s
+        self._nvml: Any = None
+        self._reason: str | None = "not started"
+        self._handles: list[tuple[int, Any]] = []
+        self._facts: dict[str, Any] = {}
+        self._notes: list[str] = []
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._rows: list[dict[str, Any]] = []
+        self._energy_start: dict[int, int | None] = {}
+        self._t0 = 0.0
+        self._csv_path: Path | None = None
+        self._error: str | None = None
+
+    # -- monitor protocol -------------------------------------------------------------------
+    def start(self, run_dir: Path, settings: dict[str, Any]) -> None:
+        try:
+            self._start(Path(run_dir), settings or {})
+        except Exception as exc:
+            self._close_nvml()
+            self._reason = f"telemetry could not start ({exc.__class__.__name__}: {exc})"
+
+    def stop(self) -> dict[str, Any]:
+        try:
+            return self._stop_and_summarize()
+        except Exception as exc:
+            return {"available": False, "reason": f"telemetry failed ({exc.__class__.__name__}: {exc})"}
+        finally:
+            self._close_nvml()
+
+    # -- internals ----------------------------------------------------------------------------
+    def _start(self, run_dir: Path, settings: dict[str, Any]) -> None:
+        if settings.get("telemetry") is False:
+            self._reason = "disabled (telemetry: false)"
+            return
+        if _runtime(settings) == "slurm":
+            self._reason = "runtime slurm: the job runs on a cluster node whose GPUs this host cannot sample"
+            return
+        spec = _run_spec(run_dir)
+        if spec.get("device") == "cpu":
+            self._reason = "the run uses the CPU (device: cpu); no GPU telemetry"
+            return
+        interval = self.interval_s or settings.get("telemetry_interval_s") or DEFAULT_INTERVAL_S
+        self.interval_s = max(0.01, float(interval))
+        nvml, why = _load_nvml()
+        if nvml is None:
+            self._reason = why
+            return
+        self._nvml = nvml
+        handles, self._notes = resolve_handles(nvml, requested_devices(settings))
+        if not handles:
+            self._reason = "no GPU found" + (f" ({'; '.join(self._notes)})" if self._notes else " (NVML reports 0 devices)")
+            self._close_nvml()
+            return
+        self._handles = handles
+        used = (spec.get("parity") or {}).get("devices")
+        if requested_devices(settings) is None and isinstance(used, int) and used < len(handles):
+            self._notes.append(f"sampled all {len(handles)} GPUs of the host while the run uses {used}; "
+                               "set visible_devices to restrict telemetry and energy to the run's GPUs")
+        self._facts = {**_driver(nvml), "devices": [device_facts(nvml, i, h) for i, h in handles]}
+        energy_call = getattr(nvml, "nvmlDeviceGetTotalEnergyConsumption", None)
+        self._energy_start = {i: (_safe(energy_call, h) if energy_call else None) for i, h in handles}
+        self._csv_path = run_dir / CSV_NAME
+        self._reason = None
+        self._t0 = time.monotonic()
+        self._started_at = time.time()
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, name="bench-gpu-telemetry", daemon=True)
+        self._thread.start()
+
+    def _sample(self, writer: Any) -> None:
+        nvml = self._nvml
+        now = round(time.monotonic() - self._t0, 3)
+        sm, mem = getattr(nvml, "NVML_CLOCK_SM", 1), getattr(nvml, "NVML_CLOCK_MEM", 2)
+        reasons = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(nvml, "nvmlDeviceGetCurrentClocksThrottleReasons", None)
+        energy_call = getattr(nvml, "nvmlDeviceGetTotalEnergyConsumption", None)
+        for index, handle in self._handles:
+            util = _safe(nvml.nvmlDeviceGetUtilizationRates, handle)
+            memory = _safe(nvml.nvmlDeviceGetMemoryInfo, handle)
+            power = _safe(nvml.nvmlDeviceGetPowerUsage, handle)
+            mask = _safe(reasons, handle) if reasons else None
+            row = {
+                "time_s": now, "gpu": index,
+                "util_gpu_pct": getattr(util, "gpu", None), "util_mem_pct": getattr(util, "memory", None),
+                "mem_used_bytes": int(memory.used) if memory is not None else None,
+                "power_w": power / 1000.0 if power is not None else None,
+                "sm_clock_mhz": _safe(nvml.nvmlDeviceGetClockInfo, handle, sm),
+                "mem_clock_mhz": _safe(nvml.nvmlDeviceGetClockInfo, handle, mem),
+                "temperature_c": _safe(nvml.nvmlDeviceGetTemperature, handle, getattr(nvml, "NVML_TEMPERATURE_GPU", 0)),
+                "throttle_reasons": mask,
+                "throttle": "|".join(throttle_names(mask)),
+                "energy_mj": _safe(energy_call, handle) if energy_call else None,
+            }
+            self._rows.append(row)
+            writer.writerow(["" if row[c] is None else row[c] for c in CSV_COLUMNS])
+
+    def _loop(self) -> None:
+        assert self._csv_path is not None
+        try:
+            with open(self._csv_path, "w", newline="") as handle:
+                writer = csv.writer(handle)
+                writer.writerow(CSV_COLUMNS)
+                while True:
+                    self._sample(writer)
+                    handle.flush()
+                    if self._stop.wait(self.interval_s):
+                        self._sample(writer)  # a last sample at stop
+                        break
+        except Exception as exc:
+            self._error = f"{exc.__class__.__name__}: {exc}"
+
+    def _stop_and_summarize(self) -> dict[str, Any]:
+        if self._thread is None:
+            return {"available": False, "reason": self._reason or "not started"}
+        self._stop.set()
+        self._thread.join(timeout=10)
+        duration = time.monotonic() - self._t0
+        energy_call = getattr(self._nvml, "nvmlDeviceGetTotalEnergyConsumption", None)
+        energy_end = {i: (_safe(energy_call, h) if energy_call else None) for i, h in self._handles}
+        return summarize_samples(self._rows, duration, self._energy_start, energy_end, self._facts, self._notes,
+                                 interval_s=self.interval_s or DEFAULT_INTERVAL_S, error=self._error,
+                                 csv_name=CSV_NAME if self._csv_path and self._csv_path.exists() else None)
+
+    def _close_nvml(self) -> None:
+        if self._nvml is not None:
+            _safe(self._nvml.nvmlShutdown)
+            self._nvml = None
+
+
+def _mean(values: list[float]) -> float | None:
+    return float(sum(values) / len(values)) if values else None
+
+
+def _round(value: float | None, digits: int = 2) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def summarize_samples(rows: list[dict[str, Any]], duration_s: float, energy_start: dict[int, Any], energy_end: dict[int, Any],
+                      facts: dict[str, Any], notes: list[str], interval_s: float, error: str | None = None,
+                      csv_name: str | None = CSV_NAME) -> dict[str, Any]:
+    """The summary stored in run.json: per-tick totals over GPUs, then mean/max; energy in joules."""
+    gpus = sorted({row["gpu"] for row in rows} | set(energy_start))
+    ticks: dict[float, list[dict[str, Any]]] = {}
+    for row in rows:
+        ticks.setdefault(row["time_s"], []).append(row)
+    total_power = [sum(r["power_w"] for r in tick) for tick in ticks.values() if all(r["power_w"] is not None for r in tick)]
+    mean_util = [sum(r["util_gpu_pct"] for r in tick) / len(tick) for tick in ticks.values()
+                 if all(r["util_gpu_pct"] is not None for r in tick)]
+    per_gpu = []
+    energy_j: float | None = 0.0
+    methods = set()
+    for gpu in gpus:
+        mine = [r for r in rows if r["gpu"] == gpu]
+        start, end = energy_start.get(gpu), energy_end.get(gpu)
+        if isinstance(start, int | float) and isinstance(end, int | float) and end >= start:
+            gpu_energy: float | None = (end - start) / 1000.0
+            methods.add("energy_counter")
+        else:
+            gpu_energy = _integrate_power(mine)
+            if gpu_energy is not None:
+                methods.add("power_integral")
+        if gpu_energy is None:
+            energy_j = None
+        elif energy_j is not None:
+            energy_j += gpu_energy
+        powers = [r["power_w"] for r in mine if r["power_w"] is not None]
+        utils = [r["util_gpu_pct"] for r in mine if r["util_gpu_pct"] is not None]
+        mems = [r["mem_used_bytes"] for r in mine if r["mem_used_bytes"] is not None]
+        per_gpu.append({"gpu": gpu, "samples": len(mine), "power_w_mean": _round(_mean(powers)), "power_w_max": _round(max(powers, default=None)),
+                        "util_pct_mean": _round(_mean(utils), 1), "mem_used_max_bytes": max(mems, default=None),
+                        "energy_j": _round(gpu_energy, 3)})
+    throttles = sorted({name for r in rows for name in throttle_names(r["throttle_reasons"])} - {"gpu_idle"})
+    temps = [r["temperature_c"] for r in rows if r["temperature_c"] is not None]
+    clocks = [r["sm_clock_mhz"] for r in rows if r["sm_clock_mhz"] is not None]
+    out: dict[str, Any] = {
+        "available": True,
+        "reason": None,
+        "csv": csv_name,
+        "interval_s": interval_s,
+        "duration_s": round(duration_s, 3),
+        "samples": len(ticks),
+        "gpus": gpus,
+        "power_w": {"mean": _round(_mean(total_power)), "max": _round(max(total_power, default=None))},
+        "util_pct": {"mean": _round(_mean(mean_util), 1), "max": _round(max(mean_util, default=None), 1)},
+        "mem_used_max_bytes": max((g["mem_used_max_bytes"] for g in per_gpu if g["mem_used_max_bytes"] is not None), default=None),
+        "temperature_max_c": max(temps, default=None),
+        "sm_clock_mean_mhz": _round(_mean(clocks), 1),
+        "throttle_reasons_seen": throttles,
+        "energy_j": _round(energy_j, 3) if gpus else None,
+        "energy_method": (methods.pop() if len(methods) == 1 else "mixed" if methods else None) if energy_j is not None else None,
+        "per_gpu": per_gpu,
+        **facts,
+        "notes": list(notes),
+    }
+    if energy_j is None:
+        out["notes"].append("energy not available: the GPU reports neither an energy counter nor power")
+    if error:
+        out["notes"].append(f"sampler stopped early: {error}")
+    return out
+
+
+def _integrate_power(rows: list[dict[str, Any]]) -> float | None:
+    points = [(r["time_s"], r["power_w"]) for r in rows if r["power_w"] is not None]
+    if len(points) < 2:
+        return None
+    return float(sum((t1 - t0) * (p0 + p1) / 2.0 for (t0, p0), (t1, p1) in itertools.pairwise(points)))
+
+
+def read_csv(path: Path) -> list[dict[str, Any]]:
+    """A telemetry.csv as rows of floats (None where empty); the throttle names stay text."""
+    rows = []
+    with open(path, newline="") as handle:
+        for raw in csv.DictReader(handle):
+            row: dict[str, Any] = {}
+            for key, value in raw.items():
+                if key == "throttle":
+                    row[key] = value or ""
+                elif value in ("", None):
+                    row[key] = None
+                else:
+                    try:
+                        row[key] = float(value)
+                    except ValueError:
+                        row[key] = None
+            rows.append(row)
+    return rows
+
+
+def register() -> None:
+    """Attach the GPU telemetry monitor to every run (idempotent)."""
+    from orchestrator import execute
+
+    if GpuTelemetry not in execute.MONITORS:
+        execute.MONITORS.append(GpuTelemetry)
