@@ -58,7 +58,7 @@ def main() -> None:
         code = app(standalone_mode=False)  # returns typer.Exit's code in non-standalone mode
         sys.exit(code if isinstance(code, int) else 0)
     except BadInput as exc:
-        err.print(f"[red]error:[/] {escape(str(exc))}")
+        err.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True)
         sys.exit(2)
     except (KeyboardInterrupt, Interrupted):
         err.print("[magenta]interrupted[/]")
@@ -68,10 +68,8 @@ def main() -> None:
     except typer.Abort:
         err.print("[magenta]aborted[/]")
         sys.exit(130)
-    except Exception as exc:  # click usage errors and the unexpected
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
+    except Exception as exc:  # click usage errors (typer bundles its own click) and the unexpected
+        if hasattr(exc, "show") and isinstance(getattr(exc, "exit_code", None), int):
             exc.show()
             sys.exit(exc.exit_code)
         if os.environ.get("BENCH_DEBUG"):

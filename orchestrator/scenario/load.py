@@ -9,6 +9,7 @@ from typing import Any
 
 import yaml
 
+from orchestrator.data.sources import check_workload_dataset
 from orchestrator.engines import discover
 from orchestrator.errors import BadInput
 from orchestrator.models import known_archs
@@ -150,6 +151,7 @@ def _semantic_checks(path: Path, doc: dict[str, Any]) -> None:
                 steps = workload.get("steps")
                 if steps and steps * global_batch > samples:
                     raise BadInput(f"{path}: workload.steps: {steps} steps of {global_batch} exceed the {samples} samples")
+    check_workload_dataset(workload, f"{path}: workload")
     for engine, block in (doc.get("engines") or {}).items():
         engines[engine].check_options(block.get("options") or {}, f"{path}: engines.{engine}.options")
 
