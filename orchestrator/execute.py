@@ -24,6 +24,7 @@ from orchestrator.scenario import RunPlan, Scenario
 from orchestrator.scenario.matrix import build_spec
 from orchestrator.schemas import SchemaError, validate
 from orchestrator.summary import summarize
+from orchestrator.telemetry import GpuTelemetry
 
 REJECTED_RESULT = "result.rejected.json"
 
@@ -38,7 +39,7 @@ class RunMonitor(Protocol):
 
 
 # Factories of the monitors attached to every run; modules register themselves here.
-MONITORS: list[Callable[[], RunMonitor]] = []
+MONITORS: list[Callable[[], RunMonitor]] = [GpuTelemetry]
 
 
 class Reporter(Protocol):
