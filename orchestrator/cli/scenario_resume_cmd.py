@@ -1,0 +1,84 @@
+"""``bench scenario resume ARTIFACT_DIR``: run again only the runs without a valid result.
+
+Adds the ``resume`` command to ``bench scenario`` (the app of ``scenario_cmd``); works for every
+runtime. See :mod:`orchestrator.resume` for what is kept and where old attempts go.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.markup import escape
+
+from orchestrator.cli.console import err, out, print_json, status_text
+from orchestrator.cli.reporter import RichReporter
+from orchestrator.cli.results_view import render_summary
+from orchestrator.cli.scenario_cmd import scenario_app
+from orchestrator.errors import BadInput
+
+
+@scenario_app.command("resume")
+def resume_cmd(
+    artifact_dir: Path = typer.Argument(..., help="The artifact folder to complete (results/<scenario>/<id>/)."),
+    runtime: str = typer.Option(None, "--runtime", help="auto | docker | local | slurm ... (default: the runtime the artifact's runs used)."),
+    device: str = typer.Option(None, "--device", help="auto | cpu | cuda (default: as the artifact's specs recorded)."),
+    python: str = typer.Option(None, "--python", help="Interpreter for the local runtime (and slurm's local mode)."),
+    slurm_partition: str = typer.Option(None, "--slurm-partition", help="slurm: partition (env BENCH_SLURM_PARTITION)."),
+    slurm_account: str = typer.Option(None, "--slurm-account", help="slurm: account (env BENCH_SLURM_ACCOUNT)."),
+    slurm_time: str = typer.Option(None, "--slurm-time", help="slurm: time limit per run, Slurm syntax, e.g. 30 or 1:00:00 (env BENCH_SLURM_TIME)."),
+    slurm_gpus: str = typer.Option(None, "--slurm-gpus", help="slurm: GPUs per run, a number or auto (env BENCH_SLURM_GPUS)."),
+    slurm_sbatch_args: str = typer.Option(None, "--slurm-sbatch-args", help="slurm: extra sbatch options, e.g. '--exclusive' (env BENCH_SLURM_SBATCH_ARGS)."),
+    slurm_mode: str = typer.Option(None, "--slurm-mode", help="slurm: local (the engine's Python environment) | container (env BENCH_SLURM_MODE)."),
+    slurm_container: str = typer.Option(None, "--slurm-container", help="slurm container mode: auto | pyxis | apptainer (env BENCH_SLURM_CONTAINER)."),
+    slurm_shared_dir: Path = typer.Option(None, "--slurm-shared-dir",
+                                          help="slurm: staging folder every node sees (default: the run folder; env BENCH_SLURM_SHARED_DIR)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Only list the runs that would be run again."),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary (or, with --dry-run, the plan) as JSON."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Echo engine output."),
+) -> None:
+    """Run again, into the same artifact, every run that has no valid result; keep the valid ones."""
+    from orchestrator.resume import plan_resume, resume
+    from orchestrator.runtimes.slurm_job import settings_from_cli
+
+    if device is not None and device not in ("auto", "cpu", "cuda"):
+        raise BadInput(f"--device: '{device}' is not one of auto, cpu, cuda")
+    plan = plan_resume(artifact_dir, runtime, device)
+    if dry_run or not plan.to_run:
+        _show(plan, as_json, dry_run)
+        return
+    settings: dict = {"interpreter": python} if python else {}
+    slurm = settings_from_cli(slurm_partition, slurm_account, slurm_time, slurm_gpus, slurm_sbatch_args, slurm_mode,
+                              slurm_container, None, slurm_shared_dir)
+    if slurm:
+        settings["slurm"] = slurm
+    reporter = RichReporter(quiet=as_json, verbose=verbose)
+    reporter.note(f"resuming {plan.artifact.root}: {len(plan.to_run)} of {len(plan.runs)} runs to run again "
+                  f"(runtime {plan.runtime}, device {plan.device})")
+    outcome = resume(plan, settings, reporter)
+    if as_json:
+        print_json({"artifact": str(outcome.artifact.root), **outcome.summary})
+    else:
+        render_summary(outcome.summary)
+        err.print(f"artifact: [bold]{escape(str(outcome.artifact.root))}[/]")
+    raise typer.Exit(outcome.exit_code)
+
+
+def _show(plan, as_json: bool, dry_run: bool) -> None:
+    if as_json:
+        print_json({"artifact": str(plan.artifact.root), "runtime": plan.runtime, "device": plan.device,
+                    "runs": [{"run_id": r.plan.run_id, "action": "keep" if r.keep else "run", "why": r.why} for r in plan.runs]})
+        return
+    if not plan.to_run:
+        out.print(f"nothing to resume: all {len(plan.runs)} runs of {escape(str(plan.artifact.root))} have a valid result")
+        return
+    for run in plan.runs:
+        action = "[dim]keep[/]" if run.keep else "[bold]run again[/]"
+        status = run.record["status"] if run.record else "no record"
+        out.print(f"{action}  {escape(run.plan.run_id)}  {status_text(status)}  [dim]{escape(run.why)}[/]")
+    if dry_run:
+        out.print(f"{len(plan.to_run)} of {len(plan.runs)} runs would run again (runtime {plan.runtime}, device {plan.device})")
+
+
+def register(app: typer.Typer) -> None:
+    """Nothing to add at the root: the command lives on ``bench scenario`` (registered by scenario_cmd)."""

@@ -1,0 +1,206 @@
+"""Resume an artifact: run again, into the same artifact, every run that has no valid result.
+
+A run is kept when its record says ``ok`` and its ``result.json`` is there and matches the
+schema, or when it was skipped for good (its engine does not support the precision). Every other
+run (failed, invalid, timeout, interrupted, skipped because the scenario was interrupted, or a
+folder without a record at all) is run again with the same plan, from the resolved
+``scenario.yaml`` the artifact carries and the smoke flag its specs record.
+
+The old folder of a re-run is moved aside, whole, to ``attempts/<run id>/<N>/`` (N = 1, 2, ...),
+so ``runs/`` keeps exactly one folder per run and earlier attempts stay in the artifact (and in its
+manifest) for inspection. A document of an old attempt that no longer matches its schema (a
+truncated result file, say) is renamed ``<name>.rejected`` so that the artifact still validates.
+Summary and manifest are rebuilt at the end; the cross-engine parity check covers old and new runs.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from orchestrator.artifacts import Artifact, open_artifact, write_manifest
+from orchestrator.artifacts.layout import SCENARIO, SCHEMA_OF, SUMMARY
+from orchestrator.engines import discover
+from orchestrator.errors import BadInput
+from orchestrator.scenario import RunPlan, Scenario, load_scenario
+from orchestrator.schemas import SchemaError, validate
+
+ATTEMPTS = "attempts"
+RUN_ID = re.compile(r"^(?P<engine>.+)-(?P<precision>[^-]+)-(?P<path>[^-]+)-b(?P<batch>\d+)-d(?P<devices>\d+)-r(?P<repeat>\d+)$")
+
+
+@dataclass
+class RunState:
+    """One run folder of the artifact and what resume will do with it."""
+
+    plan: RunPlan
+    folder: Path
+    record: dict[str, Any] | None
+    result: dict[str, Any] | None
+    spec: dict[str, Any] | None
+    keep: bool
+    why: str  # why it is kept / run again
+
+
+@dataclass
+class ResumePlan:
+    artifact: Artifact
+    scenario: Scenario
+    runs: list[RunState]
+    device: str
+    runtime: str
+
+    @property
+    def to_run(self) -> list[RunState]:
+        return [r for r in self.runs if not r.keep]
+
+    @property
+    def kept(self) -> list[RunState]:
+        return [r for r in self.runs if r.keep]
+
+
+def _read_json(path: Path, schema: str) -> dict[str, Any] | None:
+    try:
+        document = json.loads(path.read_text())
+        validate(document, schema)
+    except (OSError, ValueError, SchemaError):
+        return None
+    return document
+
+
+def _plan_of(folder: Path, record: dict[str, Any] | None, spec: dict[str, Any] | None) -> RunPlan | None:
+    if record is not None:
+        return RunPlan(record["engine"], record["precision"], record["path"], record["batch_per_device"], record["devices"], record["repeat"])
+    if spec is not None:
+        parity = spec["parity"]
+        return RunPlan(spec["engine"], parity["precision"], spec["path"], parity["batch"]["per_device"], parity["devices"], spec["repeat"])
+    match = RUN_ID.match(folder.name)
+    if match is None:
+        return None
+    g = match.groupdict()
+    return RunPlan(g["engine"], g["precision"], g["path"], int(g["batch"]), int(g["devices"]), int(g["repeat"]))
+
+
+def _with_skip(plan: RunPlan) -> RunPlan:
+    """The plan as expand() makes it: a precision its engine lacks is skipped for good."""
+    engine = discover().get(plan.engine)
+    if engine is None:
+        raise BadInput(f"runs/{plan.run_id}: unknown engine '{plan.engine}' (known: {', '.join(sorted(discover()))})")
+    if plan.precision not in engine.precisions:
+        return RunPlan(plan.engine, plan.precision, plan.path, plan.batch, plan.devices, plan.repeat,
+                       f"engine '{plan.engine}' does not support precision {plan.precision}")
+    return plan
+
+
+def _order(scenario: Scenario, plan: RunPlan) -> tuple:
+    """expand()'s order: repeat, engine, precision, path, batch, devices (matrix order)."""
+    matrix = scenario.matrix
+
+    def index(axis: list[Any] | None, value: Any) -> int:
+        return axis.index(value) if axis and value in axis else len(axis or [])
+
+    return (plan.repeat, index(matrix.get("engines"), plan.engine), index(matrix.get("precisions"), plan.precision),
+            index(matrix.get("paths"), plan.path), plan.batch, plan.devices)
+
+
+def _load_scenario(artifact: Artifact, smoke: bool) -> Scenario:
+    path = artifact.root / SCENARIO
+    if not path.is_file():
+        raise BadInput(f"{artifact.root}: no {SCENARIO} in the artifact")
+    # The document is already resolved (smoke block and --set applied): load it as it is.
+    loaded = load_scenario(str(path))
+    return Scenario(document=loaded.document, source=path, smoke=smoke)
+
+
+def plan_resume(folder: Path, runtime: str | None = None, device: str | None = None) -> ResumePlan:
+    """Read the artifact and decide which runs to keep and which to run again (changes nothing)."""
+    artifact = open_artifact(folder)
+    run_dirs = artifact.run_dirs()
+    if not run_dirs:
+        raise BadInput(f"{folder}: the artifact has no runs")
+    specs = {d: _read_json(d / "spec.json", "run-spec") for d in run_dirs}
+    any_spec = next((s for s in specs.values() if s), None)
+    if any_spec is not None:
+        smoke, recorded_device = bool(any_spec.get("smoke")), any_spec.get("device", "auto")
+    else:
+        summary = _read_json(artifact.root / SUMMARY, "summary") or {}
+        smoke, recorded_device = bool(summary.get("smoke")), "auto"
+    scenario = _load_scenario(artifact, smoke)
+    runs: list[RunState] = []
+    for run_dir in run_dirs:
+        record = _read_json(run_dir / "run.json", "run-record")
+        spec = specs[run_dir]
+        plan = _plan_of(run_dir, record, spec)
+        if plan is None:
+            raise BadInput(f"{run_dir}: neither a run record nor a spec, and '{run_dir.name}' is not a run id")
+        plan = _with_skip(plan)
+        result = None
+        if record is None:
+            keep, why = False, "no run record"
+        elif record["status"] == "ok":
+            result = _read_json(run_dir / "result.json", "engine-result")
+            keep, why = (True, "ok") if result is not None else (False, "recorded ok but its result is missing or invalid")
+        elif record["status"] == "skipped" and plan.skip_reason:
+            keep, why = True, f"skipped: {plan.skip_reason}"
+        else:
+            keep, why = False, f"{record['status']}" + (f": {record['reason']}" if record.get("reason") else "")
+        runs.append(RunState(plan, run_dir, record, result, spec, keep, why))
+    runs.sort(key=lambda r: _order(scenario, r.plan))
+    if runtime is None:
+        used = Counter(r.record["runtime"]["name"] for r in runs if r.record and r.record["runtime"].get("name") not in (None, "none"))
+        runtime = used.most_common(1)[0][0] if used else "auto"
+    return ResumePlan(artifact, scenario, runs, device or recorded_device, runtime)
+
+
+def next_attempt(artifact: Artifact, run_id: str) -> Path:
+    base = artifact.root / ATTEMPTS / run_id
+    n = 1
+    while (base / str(n)).exists():
+        n += 1
+    return base / str(n)
+
+
+def move_aside(artifact: Artifact, run: RunState) -> Path:
+    """Move the run's old folder to attempts/<run id>/<N>/; documents that fail their schema get '.rejected'."""
+    target = next_attempt(artifact, run.plan.run_id)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.move(str(run.folder), str(target))
+    for name, schema in SCHEMA_OF.items():
+        path = target / name
+        if path.is_file() and _read_json(path, schema) is None:
+            path.rename(path.with_name(path.name + ".rejected"))
+    return target
+
+
+def resume(plan: ResumePlan, settings: dict[str, Any], reporter: Any):
+    """Run ``plan.to_run`` into the artifact, keeping the valid runs; returns the executor's Outcome."""
+    from orchestrator.execute import RunOptions, check_device, choose_runtimes, prepare_dataset, run_plans
+
+    scenario, artifact = plan.scenario, plan.artifact
+    todo = plan.to_run
+    engines = sorted({r.plan.engine for r in todo if not r.plan.skip_reason})
+    settings_for = {name: {**settings, **(scenario.engine_block(name) or {})} for name in engines}
+    for name in engines:
+        settings_for[name].pop("options", None)
+    gpus = check_device(plan.device)
+    runtimes = choose_runtimes(engines, plan.runtime, settings_for, reporter)
+    split = prepare_dataset(scenario)
+    recorded = {r.spec["parity"]["dataset"]["sha256"] for r in plan.runs if r.spec}
+    if recorded and recorded != {split.sha256}:
+        raise BadInput(f"{artifact.root}: the dataset changed since the artifact was made "
+                       f"(sha256 {split.sha256[:12]} now, {', '.join(sorted(s[:12] for s in recorded))} then); start a new run")
+    reporter.note(f"dataset {split.name}/{split.split}: {split.samples} samples, sha256 {split.sha256[:12]}"
+                  + (" (synthetic)" if split.synthetic else ""))
+    for run in todo:
+        moved = move_aside(artifact, run)
+        reporter.note(f"{run.plan.run_id}: {run.why}; old attempt moved to {moved.relative_to(artifact.root).as_posix()}")
+    write_manifest(artifact, complete=False)
+    previous = [(r.record, r.result) for r in plan.kept if r.record is not None]
+    options = RunOptions(runtime=plan.runtime, device=plan.device, out_root=artifact.root.parent.parent, settings=settings)
+    return run_plans(artifact, scenario, [r.plan for r in todo], split, runtimes, options, reporter, gpus, previous=previous)
+
