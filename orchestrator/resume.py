@@ -177,6 +177,15 @@ def move_aside(artifact: Artifact, run: RunState) -> Path:
     return target
 
 
+def merge_runtime_block(scenario: Scenario, settings: dict[str, Any]) -> dict[str, Any]:
+    """Settings with the scenario's ``runtime.<name>`` blocks under them (command-line values win)."""
+    merged = dict(settings)
+    for name, block in (scenario.document.get("runtime") or {}).items():
+        if isinstance(block, dict):
+            merged[name] = {**block, **(settings.get(name) or {})}
+    return merged
+
+
 def resume(plan: ResumePlan, settings: dict[str, Any], reporter: Any):
     """Run ``plan.to_run`` into the artifact, keeping the valid runs; returns the executor's Outcome."""
     from orchestrator.execute import RunOptions, check_device, choose_runtimes, prepare_dataset, run_plans
@@ -184,7 +193,7 @@ def resume(plan: ResumePlan, settings: dict[str, Any], reporter: Any):
     scenario, artifact = plan.scenario, plan.artifact
     todo = plan.to_run
     engines = sorted({r.plan.engine for r in todo if not r.plan.skip_reason})
-    settings_for = {name: {**settings, **(scenario.engine_block(name) or {})} for name in engines}
+    settings_for = {name: {**merge_runtime_block(scenario, settings), **(scenario.engine_block(name) or {})} for name in engines}
     for name in engines:
         settings_for[name].pop("options", None)
     gpus = check_device(plan.device)
