@@ -266,8 +266,8 @@ class TensorFlowEngine(Engine):
         optimized = spec["path"] == "optimized"
         if parity["devices"] != 1:
             raise UnsupportedError("the TensorFlow engine runs on one device for now (MirroredStrategy not wired yet)")
-        if precision == "fp16" and self.device_kind != "cuda":
-            raise UnsupportedError("fp16 mixed precision needs a GPU; TensorFlow has no fast fp16 path on CPU")
+        if precision in ("fp16", "tf32") and self.device_kind != "cuda":
+            raise UnsupportedError(f"precision {precision} needs a CUDA GPU (TF32 and fast fp16 do not exist on CPU)")
         expected_shape = (parity["input"]["height"], parity["input"]["width"], parity["input"]["channels"])
         if tuple(data.images.shape[1:]) != expected_shape:
             raise UnsupportedError(f"dataset images are {tuple(data.images.shape[1:])}, the spec says {expected_shape}")
