@@ -96,6 +96,15 @@ def choose_runtimes(
     return chosen
 
 
+def merge_runtime_block(scenario: Scenario, settings: dict[str, Any]) -> dict[str, Any]:
+    """Settings with the scenario's ``runtime.<name>`` blocks under them (command-line values win)."""
+    merged = dict(settings)
+    for name, block in (scenario.document.get("runtime") or {}).items():
+        if isinstance(block, dict):
+            merged[name] = {**block, **(settings.get(name) or {})}
+    return merged
+
+
 def check_device(device: str) -> dict[str, Any]:
     """--device cuda needs a GPU that NVML can see; returns the NVML snapshot."""
     from orchestrator.gpus import nvml_snapshot
@@ -239,7 +248,8 @@ def _cross_check(records: list[dict[str, Any]], results: dict[str, dict[str, Any
 
 def run_scenario(scenario: Scenario, plans: list[RunPlan], options: RunOptions, reporter: Reporter) -> Outcome:
     engines = sorted({p.engine for p in plans if not p.skip_reason})
-    settings_for = {name: {**options.settings, **(scenario.engine_block(name) or {})} for name in engines}
+    base = merge_runtime_block(scenario, options.settings)
+    settings_for = {name: {**base, **(scenario.engine_block(name) or {})} for name in engines}
     for name in engines:
         settings_for[name].pop("options", None)
     gpus = check_device(options.device)

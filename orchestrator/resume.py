@@ -177,18 +177,9 @@ def move_aside(artifact: Artifact, run: RunState) -> Path:
     return target
 
 
-def merge_runtime_block(scenario: Scenario, settings: dict[str, Any]) -> dict[str, Any]:
-    """Settings with the scenario's ``runtime.<name>`` blocks under them (command-line values win)."""
-    merged = dict(settings)
-    for name, block in (scenario.document.get("runtime") or {}).items():
-        if isinstance(block, dict):
-            merged[name] = {**block, **(settings.get(name) or {})}
-    return merged
-
-
 def resume(plan: ResumePlan, settings: dict[str, Any], reporter: Any):
     """Run ``plan.to_run`` into the artifact, keeping the valid runs; returns the executor's Outcome."""
-    from orchestrator.execute import RunOptions, check_device, choose_runtimes, prepare_dataset, run_plans
+    from orchestrator.execute import RunOptions, check_device, choose_runtimes, merge_runtime_block, prepare_dataset, run_plans
 
     scenario, artifact = plan.scenario, plan.artifact
     todo = plan.to_run

@@ -33,7 +33,7 @@ def run(
     file: str = typer.Argument(..., help="Scenario YAML file (or the name of a bundled scenario)."),
     engines: str = typer.Option(None, "--engines", help="Comma-separated subset of the scenario's engines."),
     precisions: str = typer.Option(None, "--precisions", help="Comma-separated subset of the scenario's precisions."),
-    runtime: str = typer.Option("auto", "--runtime", help="auto | docker | local (and any other runtime module)."),
+    runtime: str = typer.Option("auto", "--runtime", help="auto | docker | local | slurm (and any other runtime module)."),
     device: str = typer.Option("auto", "--device", help="auto | cpu | cuda."),
     devices: int = typer.Option(None, "--devices", min=1, help="Devices per run (data parallel); overrides matrix.devices."),
     sets: list[str] = SetOption,
@@ -44,6 +44,14 @@ def run(
     dry_run: bool = typer.Option(False, "--dry-run", help="Validate and print the run matrix without running."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Echo engine output."),
+    slurm_partition: str = typer.Option(None, "--slurm-partition", help="slurm: partition (env BENCH_SLURM_PARTITION)."),
+    slurm_account: str = typer.Option(None, "--slurm-account", help="slurm: account (env BENCH_SLURM_ACCOUNT)."),
+    slurm_time: str = typer.Option(None, "--slurm-time", help="slurm: time limit per run, Slurm syntax, e.g. 30 or 1:00:00."),
+    slurm_gpus: str = typer.Option(None, "--slurm-gpus", help="slurm: GPUs per run, a number or auto."),
+    slurm_sbatch_args: str = typer.Option(None, "--slurm-sbatch-args", help="slurm: extra sbatch options, e.g. '--exclusive'."),
+    slurm_mode: str = typer.Option(None, "--slurm-mode", help="slurm: local (the engine's Python environment) | container."),
+    slurm_container: str = typer.Option(None, "--slurm-container", help="slurm container mode: auto | pyxis | apptainer."),
+    slurm_shared_dir: Path = typer.Option(None, "--slurm-shared-dir", help="slurm: staging folder every node sees (default: the run folder)."),
 ) -> None:
     """Run a scenario and write a hashed, schema-valid artifact."""
     from orchestrator.execute import RunOptions, run_scenario
@@ -55,7 +63,13 @@ def run(
     if dry_run:
         _show_plans(scenario, plans, as_json)
         return
-    settings = {"interpreter": python} if python else {}
+    settings: dict = {"interpreter": python} if python else {}
+    from orchestrator.runtimes.slurm_job import settings_from_cli
+
+    slurm = settings_from_cli(slurm_partition, slurm_account, slurm_time, slurm_gpus, slurm_sbatch_args, slurm_mode,
+                              slurm_container, None, slurm_shared_dir)
+    if slurm:
+        settings["slurm"] = slurm
     options = RunOptions(runtime=runtime, device=device, out_root=out_dir or default_results_dir(), settings=settings)
     outcome = run_scenario(scenario, plans, options, RichReporter(quiet=as_json, verbose=verbose))
     if as_json:
