@@ -3,7 +3,6 @@
 import sys
 
 from bench_engine import run_engine
-
 from bench_pytorch.engine import PyTorchEngine
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+
 from bench_engine.data import Dataset, normalize
 
 

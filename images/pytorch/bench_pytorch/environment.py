@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
 from bench_engine.api import UnsupportedError
 
 

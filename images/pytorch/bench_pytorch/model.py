@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
-from bench_engine.api import UnsupportedError
 from torch import nn
+
+from bench_engine.api import UnsupportedError
 
 # (blocks, bottleneck width, output channels) per stage, as in orchestrator/models.py
 RESNET50_STAGES = ((3, 64, 256), (4, 128, 512), (6, 256, 1024), (3, 512, 2048))

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+
 from bench_engine.api import UnsupportedError
 
 _AUTOCAST = {"bf16": torch.bfloat16, "fp16": torch.float16}

@@ -13,9 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
-from bench_engine.api import StepBatch
 from torch import nn
 
+from bench_engine.api import StepBatch
 from bench_pytorch.batches import BatchSource
 from bench_pytorch.precision import Precision
 
@@ -69,6 +69,21 @@ def build_infer_step(forward: Callable[[torch.Tensor], torch.Tensor], precision:
             return forward(images)
 
     return infer_step
+
+
+def without_autotune(step: StepFn) -> StepFn:
+    """``step`` with cuDNN autotuning off: a rare odd-shaped batch would otherwise benchmark
+    every convolution of the new shape inside the timed steady state."""
+
+    def untuned_step(images: torch.Tensor, labels: torch.Tensor, set_to_none: bool = True) -> torch.Tensor:
+        saved = torch.backends.cudnn.benchmark
+        torch.backends.cudnn.benchmark = False
+        try:
+            return step(images, labels, set_to_none)
+        finally:
+            torch.backends.cudnn.benchmark = saved
+
+    return untuned_step
 
 
 class EagerRunner:

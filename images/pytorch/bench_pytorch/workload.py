@@ -6,15 +6,15 @@ from typing import Any
 
 import numpy as np
 import torch
-from bench_engine.api import StepBatch, UnsupportedError, Workload
-from bench_engine.data import Dataset, DatasetError
 from torch import nn
 
+from bench_engine.api import StepBatch, UnsupportedError, Workload
+from bench_engine.data import Dataset, DatasetError
 from bench_pytorch.batches import BatchSource
 from bench_pytorch.model import build_model, trainable_parameters
 from bench_pytorch.options import Plan, resolve_plan
 from bench_pytorch.precision import Precision, apply_precision
-from bench_pytorch.step import EagerRunner, GraphRunner, TrainParts, build_infer_step, build_train_step
+from bench_pytorch.step import EagerRunner, GraphRunner, TrainParts, build_infer_step, build_train_step, without_autotune
 
 Runner = EagerRunner | GraphRunner
 
@@ -115,6 +115,7 @@ def build_workload(spec: dict[str, Any], data: Dataset, device: torch.device) ->
         model.eval()
         step, odd_step = build_infer_step(forward, precision), build_infer_step(model, precision)
 
+    odd_step = without_autotune(odd_step)
     source = BatchSource(data, parity["data_placement"], device, plan.channels_last)
     plan.note("data_placement", True, f"{parity['data_placement']}: {source.detail}")
     batch = parity["batch"]["per_device"]
