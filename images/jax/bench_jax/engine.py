@@ -279,6 +279,31 @@ def _tf32_capable(kind: str, devices: list[Any]) -> bool:
         return True
 
 
+@dataclass(frozen=True)
+class PrecisionPolicy:
+    """What a precision name means here: compute dtype, conv/dense precision, TF32 in effect."""
+
+    name: str
+    compute_dtype: str  # float32 | bfloat16 (parameters are always float32)
+    highest: bool  # conv and dense at lax.Precision.HIGHEST (true fp32, TF32 off)
+    tf32: bool  # float32 convs/matmuls may use TF32 tensor cores
+
+    def report(self) -> dict[str, Any]:
+        """The result's precision block."""
+        return {"name": self.name, "compute_dtype": self.compute_dtype, "param_dtype": "float32",
+                "tf32_matmul": self.tf32, "tf32_conv": self.tf32, "loss_scaling": False}
+
+
+def precision_policy(name: str, kind: str, devices: list[Any]) -> PrecisionPolicy:
+    """fp32: HIGHEST precision; tf32: the backend default (TF32 on Ampere+ GPUs, plain fp32 on CPU);
+    bf16: bfloat16 compute with float32 parameters, what stays float32 at the backend default."""
+    if name not in PRECISIONS:
+        raise UnsupportedError(f"precision {name!r} unsupported by the jax engine (supported: {', '.join(PRECISIONS)})")
+    if name == "fp32":
+        return PrecisionPolicy(name, "float32", highest=True, tf32=False)
+    return PrecisionPolicy(name, "bfloat16" if name == "bf16" else "float32", highest=False, tf32=_tf32_capable(kind, devices))
+
+
 class JaxEngine(Engine):
     """Flax + Optax ResNet training and inference under ``jax.jit``."""
 
@@ -341,8 +366,6 @@ class JaxEngine(Engine):
         options = spec.get("engine_options") or {}
         kind, devices = self._devices_for(spec)
         precision = parity["precision"]
-        if precision not in PRECISIONS:
-            raise UnsupportedError(f"precision {precision!r} unsupported by the jax engine (supported: {', '.join(PRECISIONS)})")
         if parity["devices"] != 1:
             raise UnsupportedError(f"{parity['devices']} devices requested; the jax engine runs on one device for now")
         if parity["optimizer"]["name"] != "sgd" or parity["loss"] != "cross_entropy":
@@ -356,21 +379,11 @@ class JaxEngine(Engine):
         device_data = parity["data_placement"] == "device"
         donate = bool(_option(options, "donate", optimized)) and mode == "train"
 
-        # precision policy: conv/dense precision HIGHEST means true fp32 (no TF32) on every backend
-        tf32_capable = _tf32_capable(kind, devices)
+        policy = precision_policy(precision, kind, devices)
         if precision == "fp32":
-            jax.config.update("jax_default_matmul_precision", "highest")
-            layer_precision, compute_dtype, tf32 = lax.Precision.HIGHEST, jnp.float32, False
-        else:  # tf32: backend default (TF32 on Ampere+ GPUs); bf16: bf16 compute, fp32 leftovers at the default
-            layer_precision, compute_dtype, tf32 = None, (jnp.bfloat16 if precision == "bf16" else jnp.float32), tf32_capable
-        policy = {
-            "name": precision,
-            "compute_dtype": jnp.dtype(compute_dtype).name,
-            "param_dtype": "float32",
-            "tf32_matmul": tf32,
-            "tf32_conv": tf32,
-            "loss_scaling": False,
-        }
+            jax.config.update("jax_default_matmul_precision", "highest")  # also for any matmul outside the layers
+        compute_dtype = jnp.dtype(policy.compute_dtype)
+        layer_precision = lax.Precision.HIGHEST if policy.highest else None
 
         model = build_model(parity["model"]["arch"], parity["model"]["num_classes"], dtype=compute_dtype,
                             param_dtype=jnp.float32, precision=layer_precision)
@@ -405,7 +418,7 @@ class JaxEngine(Engine):
                                  size=parity["batch"]["per_device"])
         return JaxWorkload(
             trainable_parameters=trainable,
-            precision=policy,
+            precision=policy.report(),
             data_placement=parity["data_placement"],
             optimizations=_optimizations(step_config, os.environ.get("XLA_FLAGS", "")),
             mode=mode,

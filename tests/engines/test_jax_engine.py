@@ -1,0 +1,439 @@
+"""The JAX engine on CPU: the model against torchvision's layout, results valid and equal to the spec.
+
+Engine runs are subprocesses (XLA compiles ResNet-50 for every run, slowly on CPU), so the runs
+the selected tests need are started together on first use, two at a time, and shared.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+for _path in (REPO / "images" / "common", REPO / "images" / "jax"):
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
+
+from orchestrator.models import trainable_parameters  # noqa: E402
+
+jax = pytest.importorskip("jax")
+pytest.importorskip("flax")
+pytest.importorskip("optax")
+jax.config.update("jax_platforms", "cpu")  # in-process checks only; never hold GPU memory the engine runs need
+
+ARCH = "resnet50_v1.5"
+EXPECTED_10 = trainable_parameters(ARCH, 10)
+WORKERS = int(os.environ.get("BENCH_TEST_WORKERS", "2"))
+
+# run key -> (make_spec keyword arguments, extra spec edits)
+RUNS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    # 96 samples, batch 40, drop_last false: steps of 40, 40 and 16 samples, two epochs
+    "fp32-optimized-partial": ({"precision": "fp32", "path": "optimized", "batch": 40, "steps_per_epoch": 3, "epochs": 2,
+                                "drop_last": False}, {}),
+    "bf16-optimized": ({"precision": "bf16", "path": "optimized", "batch": 16, "steps_per_epoch": 2}, {}),
+    "fp32-baseline-host": ({"precision": "fp32", "path": "baseline", "batch": 16, "steps_per_epoch": 2},
+                           {"data_placement": "host"}),
+    "bf16-baseline": ({"precision": "bf16", "path": "baseline", "batch": 8, "steps_per_epoch": 2}, {}),
+    "infer": ({"mode": "infer", "batch": 8, "steps_per_epoch": 3}, {}),
+    "fp16": ({"precision": "fp16", "batch": 8, "steps_per_epoch": 1}, {}),
+    "bad-sha": ({"batch": 8, "steps_per_epoch": 1}, {"sha256": "0" * 64}),
+    "unknown-arch": ({"batch": 8, "steps_per_epoch": 1}, {"arch": "no_such_net"}),
+    "cuda-without-gpu": ({"batch": 8, "steps_per_epoch": 1}, {"device": "cuda"}),
+}
+
+_pool: ThreadPoolExecutor | None = None
+_futures: dict[str, Future[tuple[int, dict[str, Any] | None, str]]] = {}
+
+
+def _spec(make_spec: Callable[..., dict[str, Any]], key: str) -> dict[str, Any]:
+    kwargs, edits = RUNS[key]
+    spec = make_spec("jax", **kwargs)
+    spec["run_id"] = f"jax-{key}"
+    if "data_placement" in edits:
+        spec["parity"]["data_placement"] = edits["data_placement"]
+    if "sha256" in edits:
+        spec["parity"]["dataset"]["sha256"] = edits["sha256"]
+    if "arch" in edits:
+        spec["parity"]["model"]["arch"] = edits["arch"]
+    if "device" in edits:
+        spec["device"] = edits["device"]
+    return spec
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _shutdown_pool() -> Any:
+    yield
+    global _pool
+    if _pool is not None:
+        _pool.shutdown(wait=True, cancel_futures=True)
+        _pool = None
+        _futures.clear()
+
+
+@pytest.fixture()
+def run(request: pytest.FixtureRequest, make_spec: Any, run_engine: Any) -> tuple[dict[str, Any], int, dict[str, Any] | None, str]:
+    """(spec, exit code, result, log) of the engine run named by the test's ``run`` parameter."""
+    global _pool
+    if _pool is None:
+        _pool = ThreadPoolExecutor(max_workers=WORKERS)
+        wanted = [item.callspec.params["run"] for item in request.session.items
+                  if item.module is sys.modules[__name__] and hasattr(item, "callspec") and "run" in item.callspec.params]
+        key = request.param
+        for name in dict.fromkeys([key, *wanted]):  # this test's run first, then in file order
+            _futures[name] = _pool.submit(run_engine, _spec(make_spec, name))
+    key = request.param
+    if key not in _futures:
+        _futures[key] = _pool.submit(run_engine, _spec(make_spec, key))
+    code, result, log = _futures[key].result()
+    return _spec(make_spec, key), code, result, log
+
+
+def _ok(run: tuple[dict[str, Any], int, dict[str, Any] | None, str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    spec, code, result, log = run
+    assert result is not None, log
+    assert result["status"] == "ok", result.get("failure", log)
+    assert code == 0, log
+    return spec, result
+
+
+def _failed(run: tuple[dict[str, Any], int, dict[str, Any] | None, str], kind: str) -> dict[str, Any]:
+    _, code, result, log = run
+    assert result is not None, log
+    assert result["status"] == "failed" and code == 1, log
+    assert result["failure"]["kind"] == kind, result["failure"]
+    assert "work" not in result
+    return result
+
+
+# ----------------------------------------------------------------------------- failures (fast runs; the first
+# one starts every selected engine run in the background, so the in-process checks below overlap them)
+
+
+@pytest.mark.parametrize("run", ["fp16"], indirect=True)
+def test_fp16_unsupported(run: Any) -> None:
+    result = _failed(run, "unsupported")
+    assert "fp16" in result["failure"]["message"]
+
+
+@pytest.mark.parametrize("run", ["unknown-arch"], indirect=True)
+def test_unknown_arch_unsupported(run: Any) -> None:
+    assert "no_such_net" in _failed(run, "unsupported")["failure"]["message"]
+
+
+@pytest.mark.parametrize("run", ["cuda-without-gpu"], indirect=True)
+def test_cuda_device_without_gpu_unsupported(run: Any) -> None:
+    _, _, result, log = run
+    assert result is not None, log
+    if result["status"] == "ok":
+        assert result["environment"]["device_kind"] == "cuda"
+        pytest.skip("a GPU is visible")
+    assert "GPU" in _failed(run, "unsupported")["failure"]["message"]
+
+
+@pytest.mark.parametrize("run", ["bad-sha"], indirect=True)
+def test_wrong_dataset_hash_is_bad_spec(run: Any) -> None:
+    assert "does not match" in _failed(run, "bad_spec")["failure"]["message"]
+
+
+# ----------------------------------------------------------------------------- the model, in process
+
+
+def _shapes(num_classes: int, size: int = 32) -> Any:
+    import jax.numpy as jnp
+
+    from bench_jax.model import build_model
+
+    model = build_model(ARCH, num_classes)
+    return jax.eval_shape(lambda k: model.init(k, jnp.zeros((1, size, size, 3)), train=False), jax.random.PRNGKey(0))
+
+
+def test_parameter_counts_match_orchestrator() -> None:
+    from bench_jax.model import count_parameters
+
+    for classes, expected in ((10, 23_528_522), (1000, 25_557_032)):
+        variables = _shapes(classes)
+        assert count_parameters(variables["params"]) == trainable_parameters(ARCH, classes) == expected
+        assert set(variables) == {"params", "batch_stats"}  # running statistics are not trainable
+        assert count_parameters(variables["batch_stats"]) == 53_120
+
+
+def test_layer_layout_is_torchvision_resnet50() -> None:
+    import jax.numpy as jnp
+
+    from bench_jax.model import build_model
+
+    params = _shapes(10)["params"]
+    assert params["conv1"]["kernel"].shape == (7, 7, 3, 64) and set(params["conv1"]) == {"kernel"}  # no conv bias
+    assert params["fc"]["kernel"].shape == (2048, 10) and params["fc"]["bias"].shape == (10,)
+    blocks = [name for name in params if name.startswith("layer")]
+    assert [sum(name.startswith(f"layer{i}_") for name in blocks) for i in (1, 2, 3, 4)] == [3, 4, 6, 3]
+    assert [name for name in blocks if "downsample_conv" in params[name]] == ["layer1_0", "layer2_0", "layer3_0", "layer4_0"]
+    assert params["layer4_0"]["downsample_conv"]["kernel"].shape == (1, 1, 1024, 2048)
+    assert params["layer2_0"]["conv2"]["kernel"].shape == (3, 3, 128, 128)
+
+    # spatial sizes at 224x224, with the stride on the 3x3 conv (v1.5)
+    model = build_model(ARCH, 10)
+    variables = _shapes(10, 224)
+    _, state = jax.eval_shape(
+        lambda v: model.apply(v, jnp.zeros((2, 224, 224, 3)), train=False, capture_intermediates=True, mutable=["intermediates"]),
+        variables,
+    )
+    inter = state["intermediates"]
+    assert inter["conv1"]["__call__"][0].shape == (2, 112, 112, 64)
+    assert inter["layer2_0"]["conv1"]["__call__"][0].shape == (2, 56, 56, 128)
+    assert inter["layer2_0"]["conv2"]["__call__"][0].shape == (2, 28, 28, 128)
+    assert [inter[f"layer{i}_0"]["__call__"][0].shape[1:] for i in (1, 2, 3, 4)] == [
+        (56, 56, 256), (28, 28, 512), (14, 14, 1024), (7, 7, 2048)]
+    assert inter["__call__"][0].shape == (2, 10)
+
+
+def test_unknown_arch_raises_unsupported() -> None:
+    from bench_engine.api import UnsupportedError
+    from bench_jax.model import build_model
+
+    with pytest.raises(UnsupportedError, match="no_such_net"):
+        build_model("no_such_net", 10)
+
+
+SHORT_STAGES = ((2, 64), (2, 128), (2, 256), (2, 512))  # every kind of block, a quarter of the compile time
+
+
+@pytest.fixture(scope="module")
+def initialised() -> tuple[Any, Any]:
+    """A ResNet with two bottlenecks per stage (projection and identity blocks) and its initial variables."""
+    import jax.numpy as jnp
+
+    from bench_jax.model import ResNet
+
+    model = ResNet(stages=SHORT_STAGES, num_classes=10, precision=jax.lax.Precision.HIGHEST)
+    variables = jax.jit(lambda k: model.init(k, jnp.zeros((1, 32, 32, 3)), train=False))(jax.random.PRNGKey(0))
+    return model, variables
+
+
+def test_initialisation_follows_torchvision(initialised: tuple[Any, Any]) -> None:
+    _, variables = initialised
+    params, stats = variables["params"], variables["batch_stats"]
+    conv = np.asarray(params["layer3_0"]["conv2"]["kernel"])  # he-normal (not truncated), fan_out = 3 * 3 * 256
+    std = math.sqrt(2 / (9 * 256))
+    assert abs(conv.std() / std - 1) < 0.01 and abs(conv.mean()) < 0.01 * std and np.abs(conv).max() > 4 * std
+    bound = 1 / math.sqrt(2048)  # nn.Linear: uniform(+-1/sqrt(fan_in)) for kernel and bias
+    kernel, bias = np.asarray(params["fc"]["kernel"]), np.asarray(params["fc"]["bias"])
+    assert np.abs(kernel).max() <= bound and abs(kernel.std() / (bound / math.sqrt(3)) - 1) < 0.03
+    assert np.abs(bias).max() <= bound and bias.std() > 0
+    assert np.all(np.asarray(params["layer1_0"]["bn3"]["scale"]) == 1) and np.all(np.asarray(params["bn1"]["bias"]) == 0)
+    assert np.all(np.asarray(stats["bn1"]["mean"]) == 0) and np.all(np.asarray(stats["bn1"]["var"]) == 1)
+
+
+def _torch_state(params: Any, stats: Any) -> dict[str, Any]:
+    """Flax variables under torchvision's state-dict names (OIHW conv weights, (out, in) linear)."""
+    import torch
+
+    out: dict[str, Any] = {}
+
+    def conv(prefix: str, kernel: Any) -> None:
+        out[f"{prefix}.weight"] = torch.from_numpy(np.transpose(np.asarray(kernel), (3, 2, 0, 1)).copy())
+
+    def bn(prefix: str, p: Any, s: Any) -> None:
+        for name, value in (("weight", p["scale"]), ("bias", p["bias"]), ("running_mean", s["mean"]), ("running_var", s["var"])):
+            out[f"{prefix}.{name}"] = torch.from_numpy(np.asarray(value).copy())
+        out[f"{prefix}.num_batches_tracked"] = torch.tensor(0)
+
+    conv("conv1", params["conv1"]["kernel"])
+    bn("bn1", params["bn1"], stats["bn1"])
+    for name, block in params.items():
+        if not name.startswith("layer"):
+            continue
+        prefix = name.replace("_", ".")
+        for i in (1, 2, 3):
+            conv(f"{prefix}.conv{i}", block[f"conv{i}"]["kernel"])
+            bn(f"{prefix}.bn{i}", block[f"bn{i}"], stats[name][f"bn{i}"])
+        if "downsample_conv" in block:
+            conv(f"{prefix}.downsample.0", block["downsample_conv"]["kernel"])
+            bn(f"{prefix}.downsample.1", block["downsample_bn"], stats[name]["downsample_bn"])
+    out["fc.weight"] = torch.from_numpy(np.asarray(params["fc"]["kernel"]).T.copy())
+    out["fc.bias"] = torch.from_numpy(np.asarray(params["fc"]["bias"]).copy())
+    return out
+
+
+def test_same_function_and_gradients_as_the_pytorch_engine(initialised: tuple[Any, Any]) -> None:
+    """The same weights in the PyTorch engine's model give the same outputs, loss and gradients.
+
+    Computed in float64 on both sides: train-mode batch norm over a tiny batch is ill-conditioned,
+    so float32 round-off would hide (or fake) a structural difference.
+    """
+    torch = pytest.importorskip("torch")
+    sys.path.insert(0, str(REPO / "images" / "pytorch"))
+    try:
+        from bench_pytorch.model import ResNet as TorchResNet
+    except ImportError as exc:
+        pytest.skip(f"PyTorch engine not importable: {exc}")
+    finally:
+        sys.path.remove(str(REPO / "images" / "pytorch"))
+    import jax.numpy as jnp
+    import optax
+
+    from bench_jax.model import ResNet
+
+    _, variables = initialised
+    rng = np.random.default_rng(0)
+    params = variables["params"]
+    # non-trivial running statistics so that the eval-mode comparison covers them
+    stats = jax.tree_util.tree_map(lambda a: rng.uniform(0.5, 1.5, a.shape).astype(np.float32), variables["batch_stats"])
+    reference = TorchResNet(tuple((blocks, width, 4 * width) for blocks, width in SHORT_STAGES), 10)
+    reference.load_state_dict(_torch_state(params, stats), strict=True)  # every tensor has its counterpart
+    reference.double()
+    x = rng.uniform(-1, 1, (2, 64, 64, 3))
+    y = np.array([3, 7], np.int32)
+    xt = torch.from_numpy(np.transpose(x, (0, 3, 1, 2)).copy())
+    reference.eval()
+    with torch.no_grad():
+        expected_eval = reference(xt).numpy()
+    reference.train()
+    loss_t = torch.nn.functional.cross_entropy(reference(xt), torch.from_numpy(y).long())
+    loss_t.backward()
+    torch_grads = {name: p.grad.numpy() for name, p in reference.named_parameters()}
+
+    jax.config.update("jax_enable_x64", True)
+    try:
+        model = ResNet(stages=SHORT_STAGES, num_classes=10, dtype=jnp.float64, param_dtype=jnp.float64,
+                       precision=jax.lax.Precision.HIGHEST)
+        p64, s64 = jax.tree_util.tree_map(lambda a: jnp.asarray(np.asarray(a, np.float64)), (params, stats))
+        got_eval = np.asarray(jax.jit(lambda p, s, xs: model.apply({"params": p, "batch_stats": s}, xs, train=False))(p64, s64, x))
+
+        def loss_fn(p: Any, xs: Any, ys: Any) -> Any:
+            logits, _ = model.apply({"params": p, "batch_stats": s64}, xs, train=True, mutable=["batch_stats"])
+            return optax.softmax_cross_entropy_with_integer_labels(logits, ys).mean()
+
+        loss_j, grads = jax.jit(jax.value_and_grad(loss_fn))(p64, x, y)
+        grads = jax.tree_util.tree_map(np.asarray, grads)
+    finally:
+        jax.config.update("jax_enable_x64", False)
+
+    np.testing.assert_allclose(got_eval, expected_eval, rtol=1e-9, atol=1e-9)
+    assert abs(float(loss_j) - loss_t.item()) < 1e-9
+    ours = _torch_state(grads, jax.tree_util.tree_map(np.zeros_like, stats))
+    assert {name for name in ours if name.endswith(("weight", "bias"))} == set(torch_grads)
+    for name, want in torch_grads.items():
+        scale = float(np.abs(want).max()) or 1.0
+        np.testing.assert_allclose(ours[name].numpy(), want, rtol=1e-6, atol=1e-8 * scale, err_msg=name)
+
+
+def test_precision_policy() -> None:
+    from bench_engine.api import UnsupportedError
+    from bench_jax.engine import precision_policy
+
+    class _Gpu:
+        compute_capability = "9.0"
+
+    class _OldGpu:
+        compute_capability = "7.0"
+
+    assert precision_policy("fp32", "cuda", [_Gpu()]).report() == {
+        "name": "fp32", "compute_dtype": "float32", "param_dtype": "float32",
+        "tf32_matmul": False, "tf32_conv": False, "loss_scaling": False}
+    assert precision_policy("fp32", "cuda", [_Gpu()]).highest
+    tf32 = precision_policy("tf32", "cuda", [_Gpu()])
+    assert tf32.tf32 and not tf32.highest and tf32.compute_dtype == "float32"
+    assert not precision_policy("tf32", "cuda", [_OldGpu()]).tf32  # no TF32 tensor cores before Ampere
+    assert not precision_policy("tf32", "cpu", []).tf32  # TF32 does not exist on CPU
+    assert precision_policy("bf16", "cpu", []).report()["compute_dtype"] == "bfloat16"
+    with pytest.raises(UnsupportedError, match="fp16"):
+        precision_policy("fp16", "cuda", [_Gpu()])
+
+
+# ----------------------------------------------------------------------------- engine runs (subprocesses)
+
+
+def _check_common(spec: dict[str, Any], result: dict[str, Any]) -> None:
+    work, env = result["work"], result["environment"]
+    assert env["device_kind"] == "cpu" and env["devices"] and env["framework"] == "JAX"
+    assert env["framework_version"].split(".")[0] == "0" and set(env["extra"]) >= {"flax", "optax"}
+    assert (env["cuda"], env["cudnn"], env["driver"]) == (None, None, None)
+    assert work["trainable_parameters"] == EXPECTED_10 == spec["expected"]["trainable_parameters"]
+    assert work["dataset_sha256"] == spec["parity"]["dataset"]["sha256"]
+    assert work["dataset_samples"] == 96 and work["input_shape"] == [32, 32, 3]
+    batch = spec["parity"]["batch"]["per_device"]
+    assert (work["batch_per_device"], work["batch_global"], work["world_size"]) == (batch, batch, 1)
+    assert work["data_placement"] == spec["parity"]["data_placement"]
+    assert result["measurements"]["peak_memory_bytes"] is None  # no allocator statistics on CPU
+    for switch in work["optimizations"].values():
+        assert isinstance(switch["applied"], bool) and switch["detail"]
+
+
+TRAIN_RUNS = [("fp32-optimized-partial", "fp32", "optimized"), ("bf16-optimized", "bf16", "optimized"),
+              ("fp32-baseline-host", "fp32", "baseline"), ("bf16-baseline", "bf16", "baseline")]
+
+
+@pytest.mark.parametrize(("run", "precision", "path"), TRAIN_RUNS, indirect=["run"])
+def test_train_result_matches_spec(run: Any, precision: str, path: str) -> None:
+    from orchestrator.parity import check_against_spec
+
+    spec, result = _ok(run)
+    _check_common(spec, result)
+    work, measured = result["work"], result["measurements"]
+    assert check_against_spec(spec, result, "cpu") == []
+    expected_dtype = {"fp32": "float32", "bf16": "bfloat16"}[precision]
+    assert work["precision"] == {"name": precision, "compute_dtype": expected_dtype, "param_dtype": "float32",
+                                 "tf32_matmul": False, "tf32_conv": False, "loss_scaling": False}
+    optimized = path == "optimized"
+    switches = work["optimizations"]
+    assert switches["jit"]["applied"] is True
+    assert switches["jit_full_step"]["applied"] is optimized
+    assert switches["donation"]["applied"] is optimized
+    assert switches["device_resident_data"]["applied"] is (work["data_placement"] == "device")
+    assert ("whole train step" if optimized else "outside") in switches["jit"]["detail"]
+    assert measured["warmup_steps"] == 1 and measured["warmup_s"] > 0
+    steady = measured["steady"]
+    assert steady["steps"] == work["steps"] - 1 and steady["throughput"] > 0
+    assert 1.5 < measured["loss_first"] < 4.0  # about ln(10) at initialisation
+    assert math.isfinite(measured["final_loss"]) and measured["final_loss"] > 0
+
+
+@pytest.mark.parametrize("run", ["fp32-optimized-partial"], indirect=True)
+def test_partial_batch_counts_every_sample(run: Any) -> None:
+    _, result = _ok(run)
+    work, measured = result["work"], result["measurements"]
+    assert (work["steps"], work["samples"], work["epochs"]) == (6, 192, 2)
+    assert work["drop_last"] is False
+    assert [(e["steps"], e["samples"]) for e in measured["epochs"]] == [(3, 96), (3, 96)]
+    assert [w[1] for w in measured["windows"]] == [40, 16, 40, 40, 16]  # the partial batch with its real size
+    assert measured["steady"]["samples"] == 192 - 40
+
+
+@pytest.mark.parametrize("run", ["bf16-optimized"], indirect=True)
+def test_steps_and_samples_as_asked(run: Any) -> None:
+    _, result = _ok(run)
+    work, measured = result["work"], result["measurements"]
+    assert (work["steps"], work["samples"], work["epochs"]) == (2, 32, 1)
+    assert measured["epochs"] == [{"epoch": 1, "steps": 2, "samples": 32, "time_s": measured["epochs"][0]["time_s"]}]
+    assert measured["steady"]["samples"] == 16
+
+
+@pytest.mark.parametrize("run", ["fp32-baseline-host"], indirect=True)
+def test_host_placement(run: Any) -> None:
+    _, result = _ok(run)
+    switch = result["work"]["optimizations"]["device_resident_data"]
+    assert result["work"]["data_placement"] == "host" and switch["applied"] is False and "host" in switch["detail"]
+
+
+@pytest.mark.parametrize("run", ["infer"], indirect=True)
+def test_infer_reports_latency(run: Any) -> None:
+    from orchestrator.parity import check_against_spec
+
+    spec, result = _ok(run)
+    _check_common(spec, result)
+    work, measured = result["work"], result["measurements"]
+    assert check_against_spec(spec, result, "cpu") == []
+    assert work["mode"] == "infer" and (work["steps"], work["samples"]) == (3, 24)
+    assert work["optimizations"]["jit_full_step"]["applied"] is False and work["optimizations"]["donation"]["applied"] is False
+    latency = measured["latency_ms"]
+    assert 0 < latency["min"] <= latency["p50"] <= latency["p99"] <= latency["max"]
+    assert measured["final_loss"] is None and measured["loss_first"] is None
