@@ -386,10 +386,11 @@ def test_fp16_on_cpu_fails_unsupported(make_spec: Any, run_engine: Any) -> None:
     assert "fp16" in result["failure"]["message"]
 
 
-def test_tf32_and_cuda_unsupported_without_gpu(make_spec: Any) -> None:
+def test_prepare_refuses_what_it_cannot_do(make_spec: Any) -> None:
+    """In-process (no model is built): tf32 and cuda without a GPU, bad options, wrong geometry."""
     tf, _ = _tf()
     from bench_engine.api import UnsupportedError
-    from bench_engine.data import Dataset
+    from bench_engine.data import Dataset, DatasetError
     from bench_tensorflow.engine import TensorFlowEngine
 
     if tf.config.list_physical_devices("GPU"):
@@ -400,6 +401,13 @@ def test_tf32_and_cuda_unsupported_without_gpu(make_spec: Any) -> None:
     assert engine.environment(spec)["device_kind"] == "cpu"
     with pytest.raises(UnsupportedError, match="tf32"):
         engine.prepare(spec, data)
+    for options, match in (({"xla": "sometimes"}, "xla"), ({"no_such_option": 1}, "no_such_option"),
+                           ({"xla": True, "tf_function": False}, "tf_function")):
+        with pytest.raises(UnsupportedError, match=match):
+            engine.prepare(make_spec("tensorflow", batch=4, steps_per_epoch=1, options=options), data)
+    small = Dataset(images=np.zeros((96, 16, 16, 3), np.uint8), labels=np.zeros(96, np.int32), sha256="0" * 64)
+    with pytest.raises(DatasetError, match="16, 16, 3"):
+        engine.prepare(make_spec("tensorflow", batch=4, steps_per_epoch=1), small)
     spec["device"] = "cuda"
     with pytest.raises(UnsupportedError, match="GPU"):
         TensorFlowEngine().environment(spec)

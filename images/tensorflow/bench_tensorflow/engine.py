@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench_engine.api import Engine, StepBatch, UnsupportedError, Workload
-from bench_engine.data import Dataset, normalize
+from bench_engine.data import Dataset, DatasetError, normalize
 from bench_tensorflow.model import build_model, count_trainable
 
 POLICIES = {"fp32": "float32", "tf32": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
@@ -84,7 +84,7 @@ def select_device(tf: Any, requested: str) -> str:
     return "cuda"
 
 
-def precision_in_effect(tf: Any, keras: Any, name: str) -> dict[str, Any]:
+def precision_in_effect(tf: Any, keras: Any, name: str, loss_scaling: bool) -> dict[str, Any]:
     """The precision policy as TensorFlow and Keras report it now."""
     policy = keras.mixed_precision.global_policy()
     tf32 = bool(tf.config.experimental.tensor_float_32_execution_enabled())
@@ -94,7 +94,7 @@ def precision_in_effect(tf: Any, keras: Any, name: str) -> dict[str, Any]:
         "param_dtype": str(policy.variable_dtype),
         "tf32_matmul": tf32,
         "tf32_conv": tf32,
-        "loss_scaling": name == "fp16",
+        "loss_scaling": loss_scaling,
     }
 
 
@@ -270,27 +270,29 @@ class TensorFlowEngine(Engine):
             raise UnsupportedError(f"precision {precision} needs a CUDA GPU (TF32 and fast fp16 do not exist on CPU)")
         expected_shape = (parity["input"]["height"], parity["input"]["width"], parity["input"]["channels"])
         if tuple(data.images.shape[1:]) != expected_shape:
-            raise UnsupportedError(f"dataset images are {tuple(data.images.shape[1:])}, the spec says {expected_shape}")
+            raise DatasetError(f"dataset images are {tuple(data.images.shape[1:])}, the spec's input is {expected_shape}")
 
-        keras.utils.set_random_seed(int(parity["seed"]))
-        tf.config.experimental.enable_tensor_float_32_execution(precision == "tf32")
-        keras.mixed_precision.set_global_policy(POLICIES[precision])
-        device = "/GPU:0" if self.device_kind == "cuda" else "/CPU:0"
-        train = parity["mode"] == "train"
         xla = optimized if options["xla"] == "auto" else bool(options["xla"])
         compile_function = bool(options["tf_function"])
         if xla and not compile_function:
             raise UnsupportedError("xla needs tf_function: true")
+        train = parity["mode"] == "train"
         resident = parity["data_placement"] == "device"
+        device = "/GPU:0" if self.device_kind == "cuda" else "/CPU:0"
+
+        keras.utils.set_random_seed(int(parity["seed"]))
+        tf.config.experimental.enable_tensor_float_32_execution(precision == "tf32")
+        keras.mixed_precision.set_global_policy(POLICIES[precision])
 
         with tf.device(device):
             model = build_model(parity["model"]["arch"], int(parity["model"]["num_classes"]), expected_shape)
-            optimizer = None
+            optimizer, scaled = None, False
             if train:
                 opt = parity["optimizer"]
                 optimizer = make_sgd(keras, opt["lr"], opt["momentum"], opt["nesterov"], opt["weight_decay"])
                 if precision == "fp16":
                     optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+                scaled = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
                 optimizer.build(model.trainable_variables)
             images = normalize(data.images)
             labels = data.labels.astype("int32", copy=False)
@@ -302,21 +304,11 @@ class TensorFlowEngine(Engine):
                 tf, model, optimizer, train=train, compile_function=compile_function, jit_compile=xla, resident=placed
             )
 
-        policy = POLICIES[precision]
-        optimizations = {
-            "tf_function": {"applied": compile_function, "detail": "train step as one tf.function graph" if compile_function else "eager"},
-            "xla": {"applied": xla, "detail": "tf.function(jit_compile=True)" if xla else "jit_compile=False (TensorFlow default)"},
-            "mixed_policy": {"applied": policy.startswith("mixed"), "detail": f"keras policy {policy}"},
-            "device_resident_data": {
-                "applied": resident,
-                "detail": "whole split normalised once, sliced in the step" if resident else "numpy slices fed per step",
-            },
-            "loss_scaling": {"applied": precision == "fp16", "detail": "keras LossScaleOptimizer (dynamic)" if precision == "fp16" else "none"},
-            "coupled_l2": {"applied": bool(train and parity["optimizer"]["weight_decay"]), "detail": "g + wd * w before momentum (PyTorch SGD)"},
-        }
+        weight_decay = bool(train and parity["optimizer"]["weight_decay"])
+        optimizations = _optimizations(compile_function, xla, POLICIES[precision], resident, scaled, weight_decay)
         return TensorFlowWorkload(
             trainable_parameters=count_trainable(model),
-            precision=precision_in_effect(tf, keras, precision),
+            precision=precision_in_effect(tf, keras, precision, scaled),
             data_placement="device" if resident else "host",
             optimizations=optimizations,
             tf=tf,
@@ -333,6 +325,23 @@ class TensorFlowEngine(Engine):
         name = type(exc).__name__
         text = str(exc)
         return name == "ResourceExhaustedError" or "OOM" in text or super().is_out_of_memory(exc)
+
+
+def _optimizations(
+    compile_function: bool, xla: bool, policy: str, resident: bool, scaled: bool, weight_decay: bool
+) -> dict[str, dict[str, Any]]:
+    """The switches of this run, as ``{name: {applied, detail}}``."""
+    return {
+        "tf_function": {"applied": compile_function, "detail": "the whole step as one tf.function graph" if compile_function else "eager"},
+        "xla": {"applied": xla, "detail": "tf.function(jit_compile=True)" if xla else "jit_compile=False (TensorFlow's default)"},
+        "mixed_policy": {"applied": policy.startswith("mixed"), "detail": f"keras policy {policy}"},
+        "device_resident_data": {
+            "applied": resident,
+            "detail": "split normalised once on the device, sliced inside the step" if resident else "host numpy slices fed per step",
+        },
+        "loss_scaling": {"applied": scaled, "detail": "keras LossScaleOptimizer, dynamic" if scaled else "none"},
+        "coupled_l2": {"applied": weight_decay, "detail": "g + wd * w before momentum, as PyTorch SGD" if weight_decay else "no weight decay"},
+    }
 
 
 def _str_or_none(value: Any) -> str | None:
