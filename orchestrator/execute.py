@@ -298,7 +298,8 @@ def run_plans(artifact: Artifact, scenario: Scenario, plans: list[RunPlan], spli
         write_json(artifact.run_dir(record["run_id"]) / "run.json", record, "run-record")
         reporter.note(f"{record['run_id']}: {record['reason']}")
     summary = summarize(scenario.name, artifact.artifact_id, scenario.smoke,
-                        [(r, results.get(r["run_id"])) for r in records], host_facts(gpus), findings)
+                        [(r, results.get(r["run_id"])) for r in records], host_facts(gpus), findings,
+                        scenario.measurement.get("time_to_train"))
     write_json(artifact.root / SUMMARY, summary, "summary")
     write_manifest(artifact, complete=not interrupted)
     return Outcome(artifact, summary, interrupted)

@@ -1,7 +1,12 @@
-"""Models bench knows: their analytic trainable-parameter counts (the parity reference).
+"""Models bench knows: analytic trainable-parameter counts (the parity reference) and FLOPs.
 
 Each engine defines its models itself; the orchestrator checks every engine's reported count
-against the count computed here from the architecture's layer list.
+against the count computed here from the architecture's layer list, and reports FLOPs next to
+the measured speed. A model is a function ``(num_classes, channels, height, width) -> layers``;
+each layer carries its trainable parameters and its forward multiply-accumulates (MACs) at that
+input geometry. Papers' "FLOPs" (ResNet-50: 4.1 G at 224x224) are MACs; bench reports MACs and
+FLOPs = 2 x MACs, and a training step as 3 x the forward FLOPs (forward, and a backward pass
+that costs about twice the forward).
 """
 
 from __future__ import annotations
@@ -11,39 +16,55 @@ from dataclasses import dataclass
 
 # (blocks, bottleneck width, output channels) per stage of ResNet-50
 RESNET50_STAGES = ((3, 64, 256), (4, 128, 512), (6, 256, 1024), (3, 512, 2048))
+TRAIN_FLOPS_FACTOR = 3.0
 
 
 @dataclass(frozen=True)
 class Layer:
-    """A parametrised layer: conv (no bias), batch norm or dense."""
+    """A parametrised layer: its trainable parameters and forward MACs per sample."""
 
     kind: str
     params: int
+    macs: int = 0
 
 
-def _conv(cin: int, cout: int, k: int) -> Layer:
-    return Layer("conv", cin * cout * k * k)
+def conv(cin: int, cout: int, k: int, hout: int, wout: int, groups: int = 1, bias: bool = False) -> Layer:
+    weights = cin // groups * cout * k * k
+    return Layer("conv", weights + (cout if bias else 0), weights * hout * wout)
 
 
-def _bn(c: int) -> Layer:
+def bn(c: int) -> Layer:
     return Layer("bn", 2 * c)
 
 
-def resnet50_layers(num_classes: int, in_channels: int = 3) -> list[Layer]:
-    """ResNet-50 v1.5: 7x7 stem, bottlenecks with the stride on the 3x3 conv, no conv bias."""
-    layers = [_conv(in_channels, 64, 7), _bn(64)]
+def dense(cin: int, cout: int) -> Layer:
+    return Layer("dense", cin * cout + cout, cin * cout)
+
+
+def out_size(size: int, k: int, stride: int, pad: int) -> int:
+    return (size + 2 * pad - k) // stride + 1
+
+
+def resnet50_layers(num_classes: int, in_channels: int = 3, height: int = 224, width: int = 224) -> list[Layer]:
+    """ResNet-50 v1.5: 7x7/2 stem, 3x3/2 max pool, bottlenecks with the stride on the 3x3 conv."""
+    h, w = out_size(height, 7, 2, 3), out_size(width, 7, 2, 3)
+    layers = [conv(in_channels, 64, 7, h, w), bn(64)]
+    h, w = out_size(h, 3, 2, 1), out_size(w, 3, 2, 1)
     cin = 64
-    for blocks, width, cout in RESNET50_STAGES:
+    for stage, (blocks, width_, cout) in enumerate(RESNET50_STAGES):
         for block in range(blocks):
-            layers += [_conv(cin, width, 1), _bn(width), _conv(width, width, 3), _bn(width), _conv(width, cout, 1), _bn(cout)]
+            stride = 2 if stage > 0 and block == 0 else 1
+            ho, wo = out_size(h, 3, stride, 1), out_size(w, 3, stride, 1)
+            layers += [conv(cin, width_, 1, h, w), bn(width_), conv(width_, width_, 3, ho, wo), bn(width_),
+                       conv(width_, cout, 1, ho, wo), bn(cout)]
             if block == 0:
-                layers += [_conv(cin, cout, 1), _bn(cout)]
-            cin = cout
-    layers.append(Layer("dense", cin * num_classes + num_classes))
+                layers += [conv(cin, cout, 1, ho, wo), bn(cout)]
+            cin, h, w = cout, ho, wo
+    layers.append(dense(cin, num_classes))
     return layers
 
 
-MODELS: dict[str, Callable[[int, int], list[Layer]]] = {
+MODELS: dict[str, Callable[..., list[Layer]]] = {
     "resnet50_v1.5": resnet50_layers,
 }
 
@@ -58,3 +79,19 @@ def trainable_parameters(arch: str, num_classes: int, in_channels: int = 3) -> i
     if build is None:
         return None
     return sum(layer.params for layer in build(num_classes, in_channels))
+
+
+def forward_macs(arch: str, num_classes: int, channels: int, height: int, width: int) -> int | None:
+    """Forward multiply-accumulates per sample at this geometry (None for an unknown arch)."""
+    build = MODELS.get(arch)
+    if build is None:
+        return None
+    return sum(layer.macs for layer in build(num_classes, channels, height, width))
+
+
+def flops_per_sample(arch: str, num_classes: int, channels: int, height: int, width: int, mode: str) -> float | None:
+    """FLOPs of one sample's step: 2 x MACs forward, x3 for a training step."""
+    macs = forward_macs(arch, num_classes, channels, height, width)
+    if macs is None:
+        return None
+    return 2.0 * macs * (TRAIN_FLOPS_FACTOR if mode == "train" else 1.0)

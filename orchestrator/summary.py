@@ -7,6 +7,7 @@ from itertools import permutations
 from typing import Any
 
 from orchestrator.stats import describe, ratio_of_medians, significance, spread_warning
+from orchestrator.utilisation import utilisation
 
 GROUP_KEYS = ("engine", "precision", "path", "batch_per_device", "devices")
 
@@ -20,6 +21,7 @@ def _run_row(record: dict[str, Any], result: dict[str, Any] | None) -> dict[str,
     row["warmup_s"] = measurements.get("warmup_s")
     row["samples"] = ((result or {}).get("work") or {}).get("samples")
     row.update(_energy(record, row["samples"]))
+    row.update(utilisation(result, row["throughput"]))
     return row
 
 
@@ -53,9 +55,26 @@ def _telemetry_overview(rows: list[dict[str, Any]]) -> dict[str, Any]:
                                  "divided by the samples it processed"}
 
 
+def _median(values: list[float | None]) -> float | None:
+    present = sorted(v for v in values if v is not None)
+    if not present:
+        return None
+    mid = len(present) // 2
+    return present[mid] if len(present) % 2 else (present[mid - 1] + present[mid]) / 2
+
+
+def _time_to_train(estimate: dict[str, Any] | None, throughput: dict[str, Any] | None) -> float | None:
+    """Hours to process ``estimate.epochs`` x ``estimate.samples`` at the median throughput (NVIDIA's table)."""
+    if not estimate or not throughput or not throughput.get("median"):
+        return None
+    return estimate["epochs"] * estimate["samples"] / throughput["median"] / 3600.0
+
+
 def summarize(scenario: str, artifact_id: str, smoke: bool, runs: list[tuple[dict[str, Any], dict[str, Any] | None]],
-              host: dict[str, Any] | None = None, cross_parity: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """``runs``: (run record, engine result or None) in execution order."""
+              host: dict[str, Any] | None = None, cross_parity: list[dict[str, Any]] | None = None,
+              estimate: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``runs``: (run record, engine result or None) in execution order; ``estimate``: the scenario's
+    ``measurement.time_to_train`` ({epochs, samples}) for the derived time-to-train figure."""
     rows = [_run_row(record, result) for record, result in runs]
     counts: dict[str, int] = defaultdict(int)
     for row in rows:
@@ -81,6 +100,10 @@ def summarize(scenario: str, artifact_id: str, smoke: bool, runs: list[tuple[dic
             latency_ms=_latency(valid) if latency else None,
             energy_per_sample_j=describe([row["energy_per_sample_j"] for row, _ in valid if row.get("energy_per_sample_j") is not None]),
             power_w=describe([row["power_w_mean"] for row, _ in valid if row.get("power_w_mean") is not None]),
+            achieved_tflops=_median([row["achieved_tflops"] for row, _ in valid]),
+            peak_fraction=_median([row["peak_fraction"] for row, _ in valid]),
+            gmacs_per_sample=next((row["gmacs_per_sample"] for row, _ in members if row.get("gmacs_per_sample")), None),
+            time_to_train_h=_time_to_train(estimate, summary_tp),
             warnings=warnings,
         )
         groups.append(group)

@@ -25,16 +25,31 @@ def render_summary(summary: dict[str, Any]) -> None:
                      "ok" if row["status"] == "ok" else (row.get("reason") or "")[:160])
     out.print(runs)
     groups = [g for g in summary["groups"] if g.get("throughput")]
-    if any(g["n"] > 1 for g in groups):
-        table = Table(title="steady-state throughput over repeats (samples/s)")
-        for column in ("engine", "precision", "path", "batch", "dev", "n", "median", "min", "max", "IQR", "95% CI", "warnings"):
+    if groups:
+        train_estimate = any(g.get("time_to_train_h") for g in groups)
+        latency = any(g.get("latency_ms") for g in groups)
+        table = Table(title="steady-state throughput (samples/s, median over valid repeats)")
+        columns = ["engine", "precision", "path", "batch", "dev", "n", "median", "min", "max", "95% CI", "TFLOP/s", "% peak", "J/sample"]
+        columns += ["p50/p99 ms"] if latency else []
+        columns += ["90-epoch h"] if train_estimate else []
+        for column in [*columns, "warnings"]:
             table.add_column(column)
         for g in groups:
             tp = g["throughput"]
             ci = tp.get("ci95")
-            table.add_row(g["engine"], g["precision"], g["path"], str(g["batch_per_device"]), str(g["devices"]), str(g["n"]),
-                          fmt_rate(tp["median"]), fmt_rate(tp["min"]), fmt_rate(tp["max"]), fmt_rate(tp["iqr"]),
-                          f"{fmt_rate(ci[0])} - {fmt_rate(ci[1])}" if ci else "-", "; ".join(g.get("warnings", [])))
+            energy = (g.get("energy_per_sample_j") or {}).get("median")
+            cells = [g["engine"], g["precision"], g["path"], str(g["batch_per_device"]), str(g["devices"]), str(g["n"]),
+                     fmt_rate(tp["median"]), fmt_rate(tp["min"]), fmt_rate(tp["max"]),
+                     f"{fmt_rate(ci[0])} - {fmt_rate(ci[1])}" if ci else "-",
+                     f"{g['achieved_tflops']:.1f}" if g.get("achieved_tflops") else "-",
+                     f"{100 * g['peak_fraction']:.1f}%" if g.get("peak_fraction") else "-",
+                     f"{energy:.4f}" if energy else "-"]
+            if latency:
+                lat = g.get("latency_ms") or {}
+                cells.append(f"{lat['p50']:.2f}/{lat['p99']:.2f}" if "p50" in lat and "p99" in lat else "-")
+            if train_estimate:
+                cells.append(f"{g['time_to_train_h']:.1f}" if g.get("time_to_train_h") else "-")
+            table.add_row(*cells, "; ".join(g.get("warnings", [])))
         out.print(table)
     if summary.get("ratios"):
         table = Table(title="cross-engine throughput ratios (valid runs only)")
