@@ -188,12 +188,16 @@ class TensorFlowWorkload(Workload):
     host_images: Any = None
     host_labels: Any = None
     device_kind: str = "cpu"
+    starts: dict[int, Any] = field(default_factory=dict)  # step start -> int32 tensor made in setup, on the device
     last: Any = None
-    keep: list[Any] = field(default_factory=list)  # device tensors and objects that must outlive the run
+    keep: list[Any] = field(default_factory=list)  # objects that must outlive the run (model, optimizer, data)
 
     def step(self, batch: StepBatch) -> None:
         if self.resident:
-            out = self.step_fn(self.tf.constant(batch.start, self.tf.int32), batch.size)
+            start = self.starts.get(batch.start)
+            if start is None:
+                start = self.tf.constant(batch.start, self.tf.int32)
+            out = self.step_fn(start, batch.size)
         else:
             end = batch.start + batch.size
             out = self.step_fn(self.host_images[batch.start : end], self.host_labels[batch.start : end])
@@ -296,10 +300,13 @@ class TensorFlowEngine(Engine):
                 optimizer.build(model.trainable_variables)
             images = normalize(data.images)
             labels = data.labels.astype("int32", copy=False)
-            placed = None
+            placed, starts = None, {}
             if resident:
                 placed = (tf.identity(tf.convert_to_tensor(images)), tf.identity(tf.convert_to_tensor(labels)))
                 images = None
+                # every epoch steps through the same starts: make them once, where the step runs
+                batch = parity["batch"]["per_device"]
+                starts = {i * batch: tf.identity(tf.constant(i * batch, tf.int32)) for i in range(parity["steps_per_epoch"])}
             step_fn = build_step(
                 tf, model, optimizer, train=train, compile_function=compile_function, jit_compile=xla, resident=placed
             )
@@ -318,6 +325,7 @@ class TensorFlowEngine(Engine):
             host_images=images,
             host_labels=labels,
             device_kind=self.device_kind,
+            starts=starts,
             keep=[model, optimizer, placed],
         )
 
