@@ -71,11 +71,11 @@ def check_against_spec(spec: dict[str, Any], result: dict[str, Any], device_kind
     if expected_params is not None:
         pairs.append(("trainable_parameters", expected_params, work["trainable_parameters"]))
     mismatches = [_mismatch(f, e, a) for f, e, a in pairs if e != a]
-    mismatches += _precision_policy(parity["precision"], work["precision"], device_kind)
+    mismatches += _precision_policy(parity["precision"], work["precision"], device_kind, parity["mode"])
     return mismatches
 
 
-def _precision_policy(name: str, policy: dict[str, Any], device_kind: str | None) -> list[Mismatch]:
+def _precision_policy(name: str, policy: dict[str, Any], device_kind: str | None, mode: str = "train") -> list[Mismatch]:
     """The precision really in effect must be the one the name means."""
     compute, params, tf32 = PRECISION_POLICY[name]
     out = []
@@ -88,7 +88,7 @@ def _precision_policy(name: str, policy: dict[str, Any], device_kind: str | None
         for key in ("tf32_matmul", "tf32_conv"):
             if bool(policy[key]) != tf32:
                 out.append(_mismatch(f"precision.{key}", tf32, policy[key]))
-    if name == "fp16" and device_kind == "cuda" and not policy.get("loss_scaling"):
+    if name == "fp16" and mode == "train" and device_kind == "cuda" and not policy.get("loss_scaling"):
         out.append(_mismatch("precision.loss_scaling", True, policy.get("loss_scaling")))
     return out
 
