@@ -349,6 +349,23 @@ def test_precision_policy() -> None:
         precision_policy("fp16", "cuda", [_Gpu()])
 
 
+def test_out_of_memory_and_version_helpers() -> None:
+    from bench_jax.engine import JaxEngine, _version_text
+
+    engine = JaxEngine()
+    assert engine.is_out_of_memory(RuntimeError("RESOURCE_EXHAUSTED: Out of memory while trying to allocate 1.2GiB"))
+    try:
+        try:
+            raise MemoryError("RESOURCE_EXHAUSTED: failed to allocate")
+        except MemoryError as inner:
+            raise RuntimeError("step failed") from inner
+    except RuntimeError as wrapped:
+        assert engine.is_out_of_memory(wrapped)
+    assert not engine.is_out_of_memory(ValueError("shapes do not match"))
+    assert (_version_text(12080), _version_text(90800, cudnn=True), _version_text(8907, cudnn=True)) == ("12.8", "9.8.0", "8.9.7")
+    assert _version_text(None) is None
+
+
 # ----------------------------------------------------------------------------- engine runs (subprocesses)
 
 

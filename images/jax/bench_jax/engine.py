@@ -83,7 +83,8 @@ def build_step(model: Any, tx: Any, config: StepConfig) -> Callable[..., Any]:
         def loss_fn(p: Any) -> tuple[Any, Any]:
             logits, updates = model.apply({"params": p, "batch_stats": batch_stats}, images, train=True,
                                           mutable=["batch_stats"])
-            loss = optax.softmax_cross_entropy_with_integer_labels(logits.astype(jnp.promote_types(logits.dtype, jnp.float32)), labels).mean()
+            logits = logits.astype(jnp.promote_types(logits.dtype, jnp.float32))  # the loss in fp32 (or wider)
+            loss = optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
             return loss, updates["batch_stats"]
 
         (loss, new_stats), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
@@ -320,6 +321,17 @@ class JaxEngine(Engine):
             self._kind, self._devices = _resolve_devices(spec.get("device", "auto"))
         return self._kind, self._devices
 
+    def is_out_of_memory(self, exc: BaseException) -> bool:
+        """XLA's RESOURCE_EXHAUSTED / out of memory, also when wrapped in another exception."""
+        seen: BaseException | None = exc
+        for _ in range(5):
+            if seen is None:
+                return False
+            if super().is_out_of_memory(seen):
+                return True
+            seen = seen.__cause__ or seen.__context__
+        return False
+
     def environment(self, spec: dict[str, Any]) -> dict[str, Any]:
         import jax
         import jaxlib
@@ -440,12 +452,14 @@ def _optimizations(config: StepConfig, xla_flags: str) -> dict[str, dict[str, An
         jit_detail = "whole train step under one jax.jit: forward, backward, optax update, batch-norm statistics"
     else:
         jit_detail = "forward+backward (value_and_grad) under jax.jit; optax update applied eagerly outside"
+    donation = "no buffer donation"
+    if config.donate:
+        donation = ("params, batch stats and optimizer state donated to the step (donate_argnums)" if config.full_step
+                    else "batch stats donated to the jitted forward/backward (donate_argnums)")
     return {
         "jit": {"applied": True, "detail": jit_detail},
         "jit_full_step": {"applied": config.full_step and not infer, "detail": "optimizer update fused into the jitted step"},
-        "donation": {"applied": config.donate,
-                     "detail": "params, batch stats and optimizer state donated (donate_argnums)" if config.donate
-                     else "no buffer donation"},
+        "donation": {"applied": config.donate, "detail": donation},
         "device_resident_data": {"applied": config.device_data,
                                  "detail": "normalised split on the device, batch sliced in the step (lax.dynamic_slice)"
                                  if config.device_data else "numpy batches sliced on the host, transferred every step"},
