@@ -197,7 +197,7 @@ def test_train_step_learns_and_handles_odd_batches() -> None:
     settings = {"name": "sgd", "lr": 0.001, "momentum": 0.9, "weight_decay": 5e-5, "nesterov": False}
     parts = TrainParts(model=model, forward=model, loss_fn=torch.nn.CrossEntropyLoss(),
                        optimizer=make_optimizer(model, settings, fused=False),
-                       precision=apply_precision("fp32", "cpu", training=True))
+                       precision=apply_precision("fp32", torch.device("cpu"), training=True))
     step = build_train_step(parts)
     runner = EagerRunner(step, step, source, batch=8)
     losses = [float(runner(StepBatch(epoch=1, index=i, start=0, size=8))) for i in range(4)]

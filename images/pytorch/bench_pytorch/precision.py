@@ -21,6 +21,7 @@ class Precision:
     device_type: str
     autocast_dtype: torch.dtype | None
     loss_scaling: bool
+    tf32_capable: bool = False  # the device has TF32 tensor cores (CUDA, Ampere or newer)
 
     def autocast(self) -> contextlib.AbstractContextManager[Any]:
         """The autocast context of a forward pass (a no-op for fp32 and tf32)."""
@@ -34,15 +35,14 @@ class Precision:
 
     def report(self) -> dict[str, Any]:
         """The schema's precision block, with TF32 flags read back from torch."""
-        on_cuda = self.device_type == "cuda"
         compute = self.autocast_dtype or torch.float32
         return {
             "name": self.name,
             "compute_dtype": str(compute).removeprefix("torch."),
             "param_dtype": "float32",
-            # the TF32 flags only act on CUDA tensor cores; on CPU they are off in effect
-            "tf32_matmul": bool(on_cuda and torch.backends.cuda.matmul.allow_tf32),
-            "tf32_conv": bool(on_cuda and torch.backends.cudnn.allow_tf32),
+            # the TF32 flags only act on TF32 tensor cores; elsewhere TF32 is off in effect
+            "tf32_matmul": bool(self.tf32_capable and torch.backends.cuda.matmul.allow_tf32),
+            "tf32_conv": bool(self.tf32_capable and torch.backends.cudnn.allow_tf32),
             "loss_scaling": self.loss_scaling,
         }
 
@@ -53,22 +53,27 @@ def _set_tf32(enabled: bool) -> None:
     torch.set_float32_matmul_precision("high" if enabled else "highest")
 
 
-def apply_precision(name: str, device_type: str, training: bool) -> Precision:
-    """Set the global math flags for ``name`` on ``device_type`` and return the policy.
+def apply_precision(name: str, device: torch.device, training: bool) -> Precision:
+    """Set the global math flags for ``name`` on ``device`` and return the policy.
 
-    fp32: IEEE fp32 (TF32 off). tf32: TF32 for matmul and conv (CUDA only). bf16/fp16: autocast
-    with fp32 master weights and TF32 off for what stays fp32; fp16 scales the loss (CUDA only).
+    fp32: IEEE fp32 (TF32 off). tf32: TF32 for matmul and conv (CUDA, Ampere or newer). bf16/fp16:
+    autocast with fp32 master weights and TF32 off for what stays fp32; fp16 scales the loss (CUDA only).
     """
-    cuda = device_type == "cuda"
-    if name in ("tf32", "fp16") and not cuda:
-        raise UnsupportedError(f"precision {name} needs CUDA (device is {device_type})")
     if name not in ("fp32", "tf32", "bf16", "fp16"):
         raise UnsupportedError(f"unknown precision {name!r}")
+    cuda = device.type == "cuda"
+    if name in ("tf32", "fp16") and not cuda:
+        raise UnsupportedError(f"precision {name} needs CUDA (device is {device.type})")
+    tf32_capable = cuda and torch.cuda.get_device_capability(device)[0] >= 8
+    if name == "tf32" and not tf32_capable:
+        raise UnsupportedError("precision tf32 needs TF32 tensor cores (an Ampere or newer GPU)")
+    if name == "bf16" and cuda and not torch.cuda.is_bf16_supported():
+        raise UnsupportedError("precision bf16 is not supported by this GPU")
     _set_tf32(name == "tf32")
     return Precision(
         name=name,
-        device_type=device_type,
+        device_type=device.type,
         autocast_dtype=_AUTOCAST.get(name),
         loss_scaling=name == "fp16" and training,
+        tf32_capable=tf32_capable,
     )
-

@@ -91,7 +91,7 @@ def build_workload(spec: dict[str, Any], data: Dataset, device: torch.device) ->
     training = parity["mode"] == "train"
     cuda = device.type == "cuda"
     plan = resolve_plan(spec, cuda)
-    precision = apply_precision(parity["precision"], device.type, training)
+    precision = apply_precision(parity["precision"], device, training)
     if cuda:
         torch.backends.cudnn.benchmark = plan.cudnn_benchmark
     torch.manual_seed(parity["seed"])
