@@ -17,7 +17,8 @@ from orchestrator.data import PreparedSplit, prepare_split
 from orchestrator.engines import EngineInfo, get_engine
 from orchestrator.errors import BadInput
 from orchestrator.hostinfo import host_facts
-from orchestrator.jsonio import write_json, write_text_atomic
+from orchestrator.jsonio import read_json, write_json, write_text_atomic
+from orchestrator.maxbatch import MAXBATCH_DIR, SEARCH_FILE, resolve_max_batch
 from orchestrator.parity import check_against_spec, cross_engine
 from orchestrator.runtimes import Execution, RunPaths, Runtime, get_runtime, runtime_names
 from orchestrator.scenario import RunPlan, Scenario
@@ -260,6 +261,7 @@ def run_scenario(scenario: Scenario, plans: list[RunPlan], options: RunOptions, 
     artifact = create_artifact(options.out_root, scenario.name)
     write_text_atomic(artifact.root / SCENARIO, yaml.safe_dump(scenario.document, sort_keys=False))
     write_manifest(artifact, complete=False)
+    plans = resolve_max_batch(artifact, scenario, plans, split, runtimes, options.device, reporter)
     return run_plans(artifact, scenario, plans, split, runtimes, options, reporter, gpus)
 
 
@@ -300,6 +302,9 @@ def run_plans(artifact: Artifact, scenario: Scenario, plans: list[RunPlan], spli
     summary = summarize(scenario.name, artifact.artifact_id, scenario.smoke,
                         [(r, results.get(r["run_id"])) for r in records], host_facts(gpus), findings,
                         scenario.measurement.get("time_to_train"))
+    searches = sorted((artifact.root / MAXBATCH_DIR).glob(f"*/{SEARCH_FILE}"))
+    if searches:
+        summary["max_batch"] = [read_json(path, "maxbatch") for path in searches]
     write_json(artifact.root / SUMMARY, summary, "summary")
     write_manifest(artifact, complete=not interrupted)
     return Outcome(artifact, summary, interrupted)

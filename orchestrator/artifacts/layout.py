@@ -20,7 +20,10 @@ SCENARIO = "scenario.yaml"
 RUNS = "runs"
 
 # file name -> schema it must satisfy
-SCHEMA_OF = {"spec.json": "run-spec", "result.json": "engine-result", "run.json": "run-record", SUMMARY: "summary", MANIFEST: "manifest"}
+SCHEMA_OF = {
+    "search.json": "maxbatch", "spec.json": "run-spec", "result.json": "engine-result", "run.json": "run-record",
+    SUMMARY: "summary", MANIFEST: "manifest",
+}
 
 
 @dataclass(frozen=True)

@@ -138,8 +138,10 @@ def _semantic_checks(path: Path, doc: dict[str, Any]) -> None:
         raise BadInput(f"{path}: workload.steps: give epochs or steps, not both")
     if "epochs" not in workload and "steps" not in workload:
         raise BadInput(f"{path}: workload.steps: give epochs or steps")
+    if workload["batch"].get("max_search") and doc["matrix"].get("batch_sizes"):
+        raise BadInput(f"{path}: workload.batch.max_search: cannot be combined with matrix.batch_sizes")
     samples = workload["dataset"].get("samples")
-    if samples is not None:
+    if samples is not None and not workload["batch"].get("max_search"):
         for batch in matrix.get("batch_sizes") or [workload["batch"]["size"]]:
             for devices in matrix.get("devices") or [1]:
                 global_batch = batch * devices

@@ -1,0 +1,156 @@
+"""Maximal batch search: the same procedure for every engine, each probe in a fresh process.
+
+Grow the batch from ``start`` by doubling until a probe runs out of device memory (or the
+``limit`` or the dataset size is reached), then bisect between the largest batch that fitted and
+the smallest that did not, down to ``granularity``. A probe is a real run of the engine
+entrypoint (a few training steps) through the scenario's runtime, so a failed allocation can
+never poison the next probe. The runs then use ``fraction`` x the maximal batch (the TResNet
+paper measures at 90% of it). Every probe's spec, result and log and the search record
+(``maxbatch/<engine>-<precision>-<path>-d<devices>/search.json``) are kept in the artifact.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+from orchestrator.artifacts import Artifact
+from orchestrator.data import PreparedSplit
+from orchestrator.engines import get_engine
+from orchestrator.jsonio import write_json
+from orchestrator.runtimes import RunPaths, Runtime
+from orchestrator.scenario import RunPlan, Scenario
+from orchestrator.scenario.matrix import build_spec
+
+SEARCH_FILE = "search.json"
+MAXBATCH_DIR = "maxbatch"
+
+# batch -> "fits" | "oom" | "error: ..."
+Probe = Callable[[int], str]
+
+
+def search(probe: Probe, start: int, limit: int, granularity: int) -> tuple[int, list[dict[str, Any]], str | None]:
+    """(maximal batch that fits, probes made, error) — grow by doubling, then bisect."""
+    probes: list[dict[str, Any]] = []
+
+    def attempt(batch: int) -> str:
+        outcome = probe(batch)
+        probes.append({"batch": batch, "outcome": outcome})
+        return outcome
+
+    fits, fails = 0, None
+    batch = max(1, min(start, limit))
+    while True:
+        outcome = attempt(batch)
+        if outcome.startswith("error"):
+            return fits, probes, outcome
+        if outcome == "oom":
+            fails = batch
+            break
+        fits = batch
+        if batch >= limit:
+            return fits, probes, None
+        batch = min(batch * 2, limit)
+    while fails - fits > granularity:
+        middle = (fits + fails) // 2
+        middle = max(fits + 1, middle - middle % granularity) if middle > granularity else middle
+        if middle in (fits, fails):
+            break
+        outcome = attempt(middle)
+        if outcome.startswith("error"):
+            return fits, probes, outcome
+        if outcome == "oom":
+            fails = middle
+        else:
+            fits = middle
+    if fits == 0:
+        return 0, probes, f"error: even batch {probes[-1]['batch']} does not fit"
+    return fits, probes, None
+
+
+def chosen_batch(max_batch: int, fraction: float, granularity: int) -> int:
+    """``fraction`` of the maximal batch, rounded down to ``granularity`` (at least 1)."""
+    batch = int(max_batch * fraction)
+    if batch >= granularity:
+        batch -= batch % granularity
+    return max(1, batch)
+
+
+def _probe_scenario(scenario: Scenario, steps: int) -> Scenario:
+    document = copy.deepcopy(scenario.document)
+    workload = document["workload"]
+    workload.pop("epochs", None)
+    workload["steps"] = steps
+    workload["warmup_steps"] = min(1, steps - 1)
+    document.setdefault("measurement", {})["window_steps"] = 1
+    return dataclasses.replace(scenario, document=document)
+
+
+def resolve_max_batch(artifact: Artifact, scenario: Scenario, plans: list[RunPlan], split: PreparedSplit,
+                      runtimes: dict[str, tuple[Runtime, dict[str, Any]]], device: str, reporter: Any) -> list[RunPlan]:
+    """Replace each plan's batch by ``fraction`` x its engine/precision/path/devices maximal batch."""
+    config = scenario.workload["batch"].get("max_search")
+    if not config:
+        return plans
+    fraction, start = config.get("fraction", 0.9), config.get("start", 16)
+    granularity, probe_steps = config.get("granularity", 8), config.get("probe_steps", 3)
+    resolved: dict[tuple, int | None] = {}
+    out = []
+    for plan in plans:
+        key = (plan.engine, plan.precision, plan.path, plan.devices)
+        if plan.skip_reason:
+            out.append(plan)
+            continue
+        if key not in resolved:
+            resolved[key] = _search_one(artifact, scenario, plan, split, runtimes, device, reporter,
+                                        fraction, start, granularity, probe_steps, config.get("limit", 4096))
+        batch = resolved[key]
+        if batch is None:
+            out.append(dataclasses.replace(plan, skip_reason="maximal batch search failed (see maxbatch/)"))
+        else:
+            out.append(dataclasses.replace(plan, batch=batch))
+    return out
+
+
+def _search_one(artifact: Artifact, scenario: Scenario, plan: RunPlan, split: PreparedSplit,
+                runtimes: dict[str, tuple[Runtime, dict[str, Any]]], device: str, reporter: Any,
+                fraction: float, start: int, granularity: int, probe_steps: int, limit: int) -> int | None:
+    from orchestrator.execute import judge
+
+    runtime, settings = runtimes[plan.engine]
+    engine = get_engine(plan.engine)
+    folder = artifact.root / MAXBATCH_DIR / f"{plan.engine}-{plan.precision}-{plan.path}-d{plan.devices}"
+    capacity = split.samples // plan.devices
+    cap = min(limit, capacity)
+
+    def probe(batch: int) -> str:
+        steps = max(1, min(probe_steps, split.samples // (batch * plan.devices)))
+        probe_plan = dataclasses.replace(plan, batch=batch, repeat=1)
+        run_dir = folder / f"b{batch}"
+        run_dir.mkdir(parents=True, exist_ok=True)
+        paths = RunPaths(run_dir, run_dir / "spec.json", run_dir / "result.json", run_dir / "engine.log", split.path)
+        spec = build_spec(_probe_scenario(scenario, steps), probe_plan, split, runtime.dataset_path(paths), device)
+        spec["run_id"] = f"probe-{plan.engine}-{plan.precision}-b{batch}"
+        write_json(paths.spec, spec, "run-spec")
+        reporter.note(f"max batch {plan.engine} {plan.precision}: probing batch {batch}")
+        execution = runtime.execute(engine, paths, settings, spec["measurement"]["timeout_s"], reporter.engine_line)
+        status, reason, result, _ = judge(spec, execution, paths.result)
+        if status == "ok":
+            return "fits"
+        if result and (result.get("failure") or {}).get("kind") == "oom":
+            return "oom"
+        return f"error: {status}: {reason}"
+
+    max_batch, probes, error = search(probe, start, cap, granularity)
+    batch = None if error else chosen_batch(max_batch, fraction, granularity)
+    record = {
+        "schema_version": 1, "engine": plan.engine, "precision": plan.precision, "path": plan.path, "devices": plan.devices,
+        "start": start, "limit": limit, "granularity": granularity, "fraction": fraction,
+        "capped_by": "dataset" if capacity < limit and max_batch == capacity else ("limit" if max_batch == limit else None),
+        "probes": probes, "max_batch": max_batch if not error else None, "chosen_batch": batch, "error": error,
+    }
+    write_json(folder / SEARCH_FILE, record, "maxbatch")
+    reporter.note(f"max batch {plan.engine} {plan.precision}: {max_batch if not error else error}; runs use {batch}")
+    return batch

@@ -1,0 +1,61 @@
+"""Maximal batch search: the procedure on a known limit, and end to end with a simulated memory limit."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from orchestrator.artifacts import validate_artifact
+from orchestrator.maxbatch import chosen_batch, search
+from tests.core.cli_helpers import FAKE_SCENARIO, run_cli
+
+
+def limited(limit: int, calls: list[int]):
+    def probe(batch: int) -> str:
+        calls.append(batch)
+        return "fits" if batch <= limit else "oom"
+
+    return probe
+
+
+@pytest.mark.parametrize(("limit", "granularity", "expected"), [(37, 1, 37), (300, 8, 296), (5000, 8, 4096), (3, 1, 3)])
+def test_grow_then_bisect_finds_the_limit(limit, granularity, expected):
+    calls: list[int] = []
+    found, probes, error = search(limited(limit, calls), 16, 4096, granularity)
+    assert error is None and found == expected
+    assert calls[:2] == [16, 32] or limit < 16
+    assert len(probes) == len(calls) and len(calls) < 25
+
+
+def test_errors_stop_the_search():
+    found, _, error = search(lambda b: "error: crash", 8, 64, 1)
+    assert found == 0 and error.startswith("error")
+    found, _, error = search(lambda b: "oom", 8, 64, 1)
+    assert error and "does not fit" in error
+
+
+def test_chosen_batch_is_a_fraction_rounded_to_granularity():
+    assert chosen_batch(512, 0.9, 8) == 456
+    assert chosen_batch(37, 0.9, 1) == 33
+    assert chosen_batch(4, 0.9, 8) == 3
+
+
+def test_scenario_runs_at_ninety_percent_of_the_simulated_maximum(capsys, monkeypatch, tmp_path, fake_engines):
+    scenario = tmp_path / "s.yaml"
+    text = FAKE_SCENARIO.read_text().replace("batch: {size: 16, drop_last: true}",
+                                             "batch: {size: 16, drop_last: true, max_search: {fraction: 0.9, start: 4, granularity: 1, probe_steps: 1}}")
+    scenario.write_text(text + "engines:\n  fake: {options: {memory_limit_batch: 37}}\n")
+    code, out, err = run_cli(capsys, monkeypatch, "scenario", "run", str(scenario), "--engines", "fake", "--precisions", "fp32",
+                             "--runtime", "local", "--out", str(tmp_path / "r"), "--json")
+    assert code == 0, err
+    summary = json.loads(out)
+    artifact = Path(summary["artifact"])
+    (search_record,) = summary["max_batch"]
+    assert search_record["max_batch"] == 37 and search_record["chosen_batch"] == 33
+    assert [p["outcome"] for p in search_record["probes"]][:5] == ["fits", "fits", "fits", "fits", "oom"]
+    (run,) = summary["runs"]
+    assert run["batch_per_device"] == 33 and run["status"] == "ok"
+    assert (artifact / "maxbatch" / "fake-fp32-optimized-d1" / "b64" / "result.json").is_file()
+    assert validate_artifact(artifact) == []
