@@ -18,6 +18,18 @@ from orchestrator.runtimes.process import run_streamed
 FIXED_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1", "PYTHONUNBUFFERED": "1"}
 
 
+def compile_cache_env() -> dict[str, str]:
+    """Persistent compilation caches shared by every run (Inductor/Triton, JAX/XLA, TF/XLA), unless already set."""
+    root = Path(os.environ.get("BENCH_COMPILE_CACHE") or Path.home() / ".cache" / "bench" / "compile")
+    return {
+        "TORCHINDUCTOR_CACHE_DIR": str(root / "inductor"),
+        "TRITON_CACHE_DIR": str(root / "triton"),
+        "JAX_COMPILATION_CACHE_DIR": str(root / "jax"),
+        "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+        "TF_XLA_FLAGS": f"--tf_xla_persistent_cache_directory={root / 'tf-xla'}",
+    }
+
+
 def resolve_interpreter(engine: EngineInfo, settings: dict[str, Any]) -> str:
     """--python / engines.<name>.interpreter / a bench-managed env / the current interpreter."""
     from orchestrator.envs import managed_interpreter
@@ -58,7 +70,7 @@ class LocalRuntime(Runtime):
 
     def execute(self, engine: EngineInfo, paths: RunPaths, settings: dict[str, Any], timeout_s: float, sink: LineSink) -> Execution:
         interpreter = settings.get("resolved_interpreter") or resolve_interpreter(engine, settings)
-        env = {**os.environ, **FIXED_ENV, **settings.get("env", {})}
+        env = {**compile_cache_env(), **os.environ, **FIXED_ENV, **settings.get("env", {})}
         env["PYTHONPATH"] = os.pathsep.join([*map(str, engine.python_path()), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
         visible = settings.get("visible_devices")
         if visible:

@@ -342,8 +342,9 @@ def test_precision_policy() -> None:
     assert precision_policy("fp32", "cuda", [_Gpu()]).highest
     tf32 = precision_policy("tf32", "cuda", [_Gpu()])
     assert tf32.tf32 and not tf32.highest and tf32.compute_dtype == "float32"
-    assert not precision_policy("tf32", "cuda", [_OldGpu()]).tf32  # no TF32 tensor cores before Ampere
-    assert not precision_policy("tf32", "cpu", []).tf32  # TF32 does not exist on CPU
+    for kind, devices in (("cuda", [_OldGpu()]), ("cpu", [])):  # no TF32 tensor cores before Ampere, none on CPU
+        with pytest.raises(UnsupportedError, match="tf32"):
+            precision_policy("tf32", kind, devices)
     assert precision_policy("bf16", "cpu", []).report()["compute_dtype"] == "bfloat16"
     with pytest.raises(UnsupportedError, match="fp16"):
         precision_policy("fp16", "cuda", [_Gpu()])

@@ -302,6 +302,10 @@ def precision_policy(name: str, kind: str, devices: list[Any]) -> PrecisionPolic
         raise UnsupportedError(f"precision {name!r} unsupported by the jax engine (supported: {', '.join(PRECISIONS)})")
     if name == "fp32":
         return PrecisionPolicy(name, "float32", highest=True, tf32=False)
+    if name == "tf32" and not _tf32_capable(kind, devices):
+        # The same rule in every engine: tf32 names TF32 tensor-core math, which only exists on CUDA GPUs of
+        # compute capability 8.0+; running fp32 under that name would mislabel the result.
+        raise UnsupportedError("precision 'tf32' needs a CUDA GPU with TF32 tensor cores (compute capability 8.0+)")
     return PrecisionPolicy(name, "bfloat16" if name == "bf16" else "float32", highest=False, tf32=_tf32_capable(kind, devices))
 
 
