@@ -1,0 +1,178 @@
+"""``bench image``: build, list, inspect and bump the pinned engine images."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from orchestrator.cli.console import err, out, print_json
+from orchestrator.errors import BadInput
+
+image_app = typer.Typer(help="Build, list, inspect and bump the engines' pinned container images.", no_args_is_help=True)
+
+LockOption = typer.Option(None, "--lock", help="Lock file to read/write (default: images/images.lock.json; env BENCH_IMAGES_LOCK).")
+RequirePinned = typer.Option(False, "--require-pinned", help="Refuse a base that is not pinned by a sha256 digest (exit 2).")
+NoCache = typer.Option(False, "--no-cache", help="Do not reuse the builder's cache.")
+Quiet = typer.Option(False, "--quiet", "-q", help="Do not echo the build output (progress only).")
+AsJson = typer.Option(False, "--json", help="Print as JSON.")
+
+
+def _use_lock(lock: Path | None) -> None:
+    if lock is not None:
+        os.environ["BENCH_IMAGES_LOCK"] = str(lock.resolve())
+
+
+class RichBuildReporter:
+    """Streams the builder's output above a progress bar of the Dockerfile's steps."""
+
+    def __init__(self, engine: str, quiet: bool) -> None:
+        self.engine, self.quiet = engine, quiet
+        self.progress = Progress(SpinnerColumn(), TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                 TimeElapsedColumn(), console=err, transient=True)
+        self.task = self.progress.add_task(f"{engine}: preparing", total=None)
+
+    def __enter__(self) -> RichBuildReporter:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+    def note(self, message: str) -> None:
+        self.progress.console.print(f"[cyan]{escape(self.engine)}[/]: {escape(message)}")
+
+    def line(self, text: str) -> None:
+        if not self.quiet and text.strip():
+            self.progress.console.print(escape(text), style="dim", highlight=False, soft_wrap=True)
+
+    def step(self, number: int, total: int, instruction: str) -> None:
+        short = instruction if len(instruction) <= 48 else instruction[:45] + "..."
+        self.progress.update(self.task, total=total, completed=number - 1, description=f"{self.engine} {escape(short)}")
+
+
+def _summary(entry: dict[str, Any]) -> str:
+    base = entry["base"]
+    return (f"[green]built[/] {entry['image']} = {entry['image_id']}\n"
+            f"  base {base['ref']}" + (f" ({base['digest']})" if base["digest"] and base["digest"] not in base["ref"] else "")
+            + ("" if base["pinned"] else " [yellow](not pinned by digest)[/]") + "\n"
+            f"  {entry.get('framework') or 'framework'} {entry.get('framework_version')}, CUDA {entry.get('cuda') or '-'}, "
+            f"cuDNN {entry.get('cudnn') or '-'}, Python {entry.get('python')}, engine library {entry.get('engine_version')}")
+
+
+@image_app.command("build")
+def build(
+    engine: str = typer.Argument(None, help="Engine to build (default: every engine with an image)."),
+    base: str = typer.Option(None, "--base", help="Base image reference (default: image.yaml's pinned base)."),
+    require_pinned: bool = RequirePinned,
+    no_cache: bool = NoCache,
+    lock: Path = LockOption,
+    quiet: bool = Quiet,
+    as_json: bool = AsJson,
+) -> None:
+    """Build engine images, read their framework/CUDA/cuDNN versions from inside, and record them in the lock."""
+    from orchestrator.images.build import build_engine_image
+    from orchestrator.images.metadata import get_image_meta, image_engines
+
+    _use_lock(lock)
+    if engine is None and base:
+        raise BadInput("--base: name the ENGINE whose base it is (bench image build ENGINE --base REF)")
+    engines = [get_image_meta(engine).engine] if engine else sorted(image_engines())
+    entries = []
+    for name in engines:
+        with RichBuildReporter(name, quiet or as_json) as reporter:
+            built = build_engine_image(name, base, pinned_only=require_pinned, nocache=no_cache, reporter=reporter)
+        entries.append(built.entry)
+        if not as_json:
+            err.print(_summary(built.entry))
+            err.print(f"  recorded in {built.lock}")
+    if as_json:
+        print_json(entries if engine is None else entries[0])
+
+
+@image_app.command("bump")
+def bump(
+    engine: str = typer.Argument(..., help="Engine whose base to move to a new framework release."),
+    base: str = typer.Option(..., "--base", help="The new base reference (name:tag[@sha256:digest])."),
+    require_pinned: bool = RequirePinned,
+    no_cache: bool = NoCache,
+    lock: Path = LockOption,
+    quiet: bool = Quiet,
+    as_json: bool = AsJson,
+) -> None:
+    """Update the pinned base of ENGINE (image.yaml + Dockerfile), rebuild, and record the new image."""
+    from orchestrator.images.bump import bump_engine_image
+
+    _use_lock(lock)
+    with RichBuildReporter(engine, quiet or as_json) as reporter:
+        built = bump_engine_image(engine, base, pinned_only=require_pinned, nocache=no_cache, reporter=reporter)
+    if as_json:
+        print_json(built.entry)
+        return
+    err.print(_summary(built.entry))
+    err.print(f"  recorded in {built.lock}; images/{engine}/image.yaml and Dockerfile updated (commit them with the lock)")
+
+
+@image_app.command("list")
+def list_cmd(lock: Path = LockOption, as_json: bool = AsJson) -> None:
+    """Engines with images: default base, built and locked image ids, framework/CUDA/cuDNN versions."""
+    from orchestrator.images.inspect import image_rows
+
+    _use_lock(lock)
+    rows = image_rows()
+    if as_json:
+        print_json(rows)
+        return
+    table = Table(title="engine images")
+    for column in ("engine", "status", "local image", "locked image", "built from", "framework", "CUDA", "cuDNN", "default base"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        style = "green" if row["status"] == "built" else "yellow"
+        table.add_row(row["engine"], f"[{style}]{escape(row['status'])}[/]", (row["local_image_id"] or "-")[:19],
+                      (row["locked_image_id"] or "-")[:19], escape(row["built_from"] or "-"), row["framework_version"] or "-",
+                      row["cuda"] or "-", row["cudnn"] or "-",
+                      escape(row["default_base"]) + ("" if row["default_base_pinned"] else " [yellow](unpinned)[/]"))
+    out.print(table)
+
+
+@image_app.command("inspect")
+def inspect_cmd(engine: str = typer.Argument(..., help="Engine whose image to describe."), lock: Path = LockOption, as_json: bool = AsJson) -> None:
+    """Everything known about ENGINE's image: metadata, lock entry, the local image and its labels."""
+    from orchestrator.images.inspect import inspect_image
+
+    _use_lock(lock)
+    facts = inspect_image(engine)
+    if as_json:
+        print_json(facts)
+        return
+    out.print(f"[bold]{facts['engine']}[/]  {facts['image']}  [{'green' if facts['status'] == 'built' else 'yellow'}]{escape(facts['status'])}[/]")
+    out.print(f"  default base  {escape(facts['default_base'])}" + ("" if facts["default_base_pinned"] else " [yellow](not pinned by digest)[/]"))
+    if not facts["metadata_consistent"]:
+        out.print(f"  [red]Dockerfile ARG BASE differs:[/] {escape(str(facts['dockerfile_arg_base']))}")
+    out.print(f"  note          {escape(facts['base_note'])}")
+    out.print(f"  provides      {escape(str(facts['provides']))}")
+    entry = facts["lock"]
+    if entry:
+        out.print(f"  locked        {entry['image_id']}  built {entry['built_at']} from {escape(entry['base']['ref'])}")
+        out.print(f"                {entry.get('framework')} {entry.get('framework_version')}, CUDA {entry.get('cuda') or '-'}, "
+                  f"cuDNN {entry.get('cudnn') or '-'}, Python {entry.get('python')}, revision {entry.get('source_revision')}")
+    else:
+        out.print(f"  locked        - (not in {escape(facts['lock_file'])})")
+    local = facts["local"]
+    if local:
+        out.print(f"  local         {local['id']}  created {local['created']}  user {local['user']}  entrypoint {local['entrypoint']}")
+        for key, value in sorted(local["labels"].items()):
+            out.print(f"    {escape(key)} = {escape(str(value))}")
+    elif facts.get("daemon"):
+        out.print(f"  local         unknown: {escape(facts['daemon'])}")
+    else:
+        out.print(f"  local         not built (run 'bench image build {facts['engine']}')")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(image_app, name="image")

@@ -1,0 +1,116 @@
+"""Run a built engine image once to read, from inside, what it really contains.
+
+The image's ``python3`` imports the framework named by image.yaml's ``probe.module`` and
+evaluates that file's expressions (framework version, CUDA, cuDNN); the CUDA_VERSION and
+CUDNN_VERSION variables NVIDIA's images set are the fallback. It also checks that the engine
+library and the adapter import, and which user the image runs as. No GPU and no network
+are needed: these are the versions the framework was built with and ships.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from orchestrator.errors import BadInput
+from orchestrator.images.metadata import ImageMeta
+from orchestrator.runtimes.docker_client import ENGINE_LABEL, RUN_LABEL
+
+MARKER = "BENCH_PROBE "
+TIMEOUT_S = 300
+
+PROBE_SOURCE = r'''
+import importlib, importlib.util, json, os, platform, sys
+spec = json.loads(sys.argv[1])
+out = {"python": platform.python_version(), "uid": os.getuid(), "errors": {}}
+try:
+    with open("/etc/os-release") as fh:
+        rel = dict(l.rstrip("\n").split("=", 1) for l in fh if "=" in l)
+    out["os"] = rel.get("PRETTY_NAME", "").strip('"') or None
+except OSError:
+    out["os"] = None
+ns = {"os": os, "importlib": importlib}
+try:
+    module = importlib.import_module(spec["module"])
+    ns[spec["module"].split(".")[0]] = importlib.import_module(spec["module"].split(".")[0])
+    ns["module"] = module
+except Exception as exc:
+    out["errors"]["module"] = f"import {spec['module']}: {type(exc).__name__}: {exc}"
+for key, expression in spec["fields"].items():
+    value = None
+    if "module" in ns:
+        try:
+            value = eval(expression, ns)
+        except Exception as exc:
+            out["errors"][key] = f"{type(exc).__name__}: {exc}"
+    out[key] = None if value is None else str(value)
+for key, var in (("cuda", "CUDA_VERSION"), ("cudnn", "CUDNN_VERSION")):
+    if not out.get(key) and os.environ.get(var):
+        out[key] = os.environ[var]
+        out.setdefault("from_env", []).append(key)
+try:
+    import bench_engine
+    out["engine_version"] = bench_engine.ENGINE_LIB_VERSION
+except Exception as exc:
+    out["errors"]["bench_engine"] = f"{type(exc).__name__}: {exc}"
+try:
+    found = importlib.util.find_spec(spec["adapter"]) is not None
+except Exception as exc:
+    found = False
+    out["errors"]["adapter_spec"] = f"{type(exc).__name__}: {exc}"
+if not found:
+    out["errors"]["adapter"] = f"{spec['adapter']} is not importable"
+print("BENCH_PROBE " + json.dumps(out), flush=True)
+'''
+
+DEFAULT_FIELDS = {"framework_version": "getattr(module, '__version__', None)"}
+
+
+def probe_spec(meta: ImageMeta) -> dict[str, Any]:
+    fields = {k: v for k, v in meta.probe.items() if k != "module"}
+    return {"module": meta.probe.get("module", meta.module), "adapter": meta.module, "fields": {**DEFAULT_FIELDS, **fields}}
+
+
+def parse_probe_output(text: str) -> dict[str, Any] | None:
+    for line in reversed(text.splitlines()):
+        if line.startswith(MARKER):
+            try:
+                return json.loads(line[len(MARKER):])
+            except ValueError:
+                return None
+    return None
+
+
+def run_probe(client: Any, image_id: str, meta: ImageMeta) -> dict[str, Any]:
+    """Run the probe in a throw-away, network-less, capability-less container; always remove it."""
+    from orchestrator.runtimes.docker import hardened_host_config
+
+    api = client.api
+    container = api.create_container(
+        image_id,
+        entrypoint=["python3", "-c", PROBE_SOURCE],
+        command=[json.dumps(probe_spec(meta))],
+        environment={"NVIDIA_VISIBLE_DEVICES": "void", "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONDONTWRITEBYTECODE": "1"},
+        labels={RUN_LABEL: f"image-probe:{meta.engine}", ENGINE_LABEL: meta.engine},
+        host_config=api.create_host_config(**hardened_host_config()),
+        working_dir="/tmp",
+        use_config_proxy=False,
+    )
+    cid = container["Id"]
+    try:
+        api.start(cid)
+        deadline = time.monotonic() + TIMEOUT_S
+        while api.inspect_container(cid)["State"]["Running"]:
+            if time.monotonic() > deadline:
+                raise BadInput(f"image {meta.engine}: the version probe did not finish within {TIMEOUT_S} s")
+            time.sleep(0.2)
+        state = api.inspect_container(cid)["State"]
+        output = api.logs(cid, stdout=True, stderr=True).decode("utf-8", "replace")
+    finally:
+        api.remove_container(cid, force=True)
+    found = parse_probe_output(output)
+    if found is None:
+        tail = " | ".join(output.strip().splitlines()[-3:]) or "no output"
+        raise BadInput(f"image {meta.engine}: the version probe failed (exit {state.get('ExitCode')}): {tail[:300]}")
+    return found
