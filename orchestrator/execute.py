@@ -89,7 +89,7 @@ def choose_runtimes(
             docker = get_runtime("docker")
             ok, why = docker.availability(engine, settings)
             runtime = docker if ok else get_runtime("local")
-            reporter.note(f"{name}: runtime auto -> {runtime.name}" + ("" if ok else f" (docker: {why})"))
+            reporter.note(f"{name}: runtime auto -> {runtime.name} ({'docker: ' if not ok else ''}{why})")
         else:
             runtime = get_runtime(requested)
         info = runtime.check(engine, settings)
@@ -250,7 +250,7 @@ def _cross_check(records: list[dict[str, Any]], results: dict[str, dict[str, Any
 def run_scenario(scenario: Scenario, plans: list[RunPlan], options: RunOptions, reporter: Reporter) -> Outcome:
     engines = sorted({p.engine for p in plans if not p.skip_reason})
     base = merge_runtime_block(scenario, options.settings)
-    settings_for = {name: {**base, **(scenario.engine_block(name) or {})} for name in engines}
+    settings_for = {name: {**base, "device": options.device, **(scenario.engine_block(name) or {})} for name in engines}
     for name in engines:
         settings_for[name].pop("options", None)
     gpus = check_device(options.device)

@@ -73,7 +73,8 @@ def test_env_reports_no_gpu_plainly(capsys, monkeypatch):
     facts = json.loads(out)
     assert code == 0
     assert facts["python"] == sys.version.split()[0]
-    assert "pytorch" in {row["engine"] for row in facts["engines"]}
+    usable = {row["engine"]: row["usable"] for row in facts["engines"]}
+    assert usable == {"pytorch": True, "jax": True, "tensorflow": True}, facts["engines"]  # `.[engines]` installs all three
     if not facts["nvml"]["gpus"]:
         assert facts["nvml"]["reason"]
 
