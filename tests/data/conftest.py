@@ -40,18 +40,11 @@ class BenchResult:
 @pytest.fixture()
 def bench(cache: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Callable[..., BenchResult]:
     """Run ``bench ARGS`` in this process through the console entry main() (exit code, stdout, stderr)."""
-    from orchestrator.cli.app import main
+    from tests.core.cli_helpers import run_cli
 
     def run(*args: str) -> BenchResult:
         capsys.readouterr()
-        monkeypatch.setattr(sys, "argv", ["bench", *args])
-        code = 0
-        try:
-            main()
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        captured = capsys.readouterr()
-        return BenchResult(code, captured.out, captured.err)
+        return BenchResult(*run_cli(capsys, monkeypatch, *args))
 
     return run
 

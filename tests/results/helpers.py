@@ -5,11 +5,12 @@ from __future__ import annotations
 import copy
 import csv
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.core import cli_helpers
 
 HERE = Path(__file__).parent
 TEMPLATE = json.loads((HERE / "fixtures" / "result-template.json").read_text())
@@ -17,16 +18,7 @@ TEMPLATE = json.loads((HERE / "fixtures" / "result-template.json").read_text())
 
 def run_cli(args: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> tuple[int, str, str]:
     """Run ``bench ARGS`` in-process through the console-script entry; (exit code, stdout, stderr)."""
-    from orchestrator.cli.app import main
-
-    monkeypatch.setattr(sys, "argv", ["bench", *map(str, args)])
-    code = 0
-    try:
-        main()
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
+    return cli_helpers.run_cli(capsys, monkeypatch, *map(str, args))
 
 
 def _result(run_id: str, engine: str, precision: str, throughput: float, samples: int = 192) -> dict[str, Any]:
