@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 
 from bench_engine.api import UnsupportedError
+from bench_jax.tresnet import tresnet_m
 
 # (blocks, bottleneck width) per stage; the output width is 4x the bottleneck width
 RESNET50_STAGES: tuple[tuple[int, int], ...] = ((3, 64), (4, 128), (6, 256), (3, 512))
@@ -108,6 +109,7 @@ def resnet50(num_classes: int, **kwargs: Any) -> ResNet:
 
 MODELS: dict[str, Callable[..., nn.Module]] = {
     "resnet50_v1.5": resnet50,
+    "tresnet_m": tresnet_m,  # bench_jax/tresnet.py
 }
 
 

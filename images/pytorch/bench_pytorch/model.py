@@ -1,4 +1,4 @@
-"""Models defined by hand (no torchvision): ResNet-50 v1.5 and a registry of architectures."""
+"""Models defined by hand (no torchvision): ResNet-50 v1.5, TResNet-M (tresnet.py) and a registry of architectures."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from bench_engine.api import UnsupportedError
+from bench_pytorch.tresnet import tresnet_m
 
 # (blocks, bottleneck width, output channels) per stage, as in orchestrator/models.py
 RESNET50_STAGES = ((3, 64, 256), (4, 128, 512), (6, 256, 1024), (3, 512, 2048))
@@ -86,6 +87,7 @@ def resnet50_v15(num_classes: int, in_channels: int = 3) -> nn.Module:
 
 ARCHS: dict[str, Callable[[int, int], nn.Module]] = {
     "resnet50_v1.5": resnet50_v15,
+    "tresnet_m": tresnet_m,
 }
 
 

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bench_engine.api import UnsupportedError
+from bench_tensorflow.tresnet import tresnet_m
 
 # (blocks, bottleneck width) per stage; the stage's output has 4 x width channels
 RESNET50_STAGES = ((3, 64), (4, 128), (6, 256), (3, 512))
@@ -104,6 +105,7 @@ ModelBuilder = Callable[[int, tuple[int, int, int]], Any]
 
 MODELS: dict[str, ModelBuilder] = {
     "resnet50_v1.5": resnet50_v15,
+    "tresnet_m": tresnet_m,  # bench_tensorflow/tresnet.py
 }
 
 
