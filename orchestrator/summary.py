@@ -1,4 +1,4 @@
-"""Summarise an artifact's runs: per-group statistics and cross-engine throughput ratios."""
+"""Summarise an artifact's runs: per-group statistics, cross-engine throughput ratios and strong scaling."""
 
 from __future__ import annotations
 
@@ -119,6 +119,7 @@ def summarize(scenario: str, artifact_id: str, smoke: bool, runs: list[tuple[dic
         "runs": rows,
         "groups": groups,
         "ratios": _ratios(valid_throughputs),
+        "scaling": scaling(groups, valid_throughputs),
         "cross_engine_parity": cross_parity or [],
         "telemetry": _telemetry_overview(rows),
     }
@@ -147,4 +148,43 @@ def _ratios(throughputs: dict[tuple, list[float]]) -> list[dict[str, Any]]:
             out.append({"precision": precision, "path": path, "batch_per_device": batch, "devices": devices,
                         "engine": a, "baseline_engine": b, "ratio": ratio, "ci95": ci,
                         "p_value": test["p_value"], "significant": test["significant"], "note": test["note"]})
+    return out
+
+
+SCALING_NOTE = ("speedup = median throughput on N devices / median on 1 device of the same engine, precision, path and "
+                "per-device batch (the global batch grows with N); efficiency = speedup / N")
+
+
+def scaling(groups: list[dict[str, Any]], throughputs: dict[tuple, list[float]]) -> list[dict[str, Any]]:
+    """Strong-scaling rows: every device count of each (engine, precision, path, per-device batch) cell
+    that has a run on more than one device, against that cell's 1-device run (valid runs only).
+
+    ``speedup_ci95``: bootstrap interval of the ratio of medians (3+ repeats a side). A device count
+    whose runs all failed has no throughput; a cell without a valid 1-device run has no speedup.
+    """
+    cells: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
+    for g in groups:
+        cells[(g["engine"], g["precision"], g["path"], g["batch_per_device"])].append(g)
+    out = []
+    for cell, members in sorted(cells.items()):
+        if not any(g["devices"] > 1 for g in members):
+            continue
+        base = throughputs.get((*cell, 1))
+        base_median = _median(list(base)) if base else None
+        for g in sorted(members, key=lambda g: g["devices"]):
+            values = throughputs.get((*cell, g["devices"]))
+            row: dict[str, Any] = {
+                "engine": cell[0], "precision": cell[1], "path": cell[2], "batch_per_device": cell[3],
+                "devices": g["devices"], "batch_global": cell[3] * g["devices"], "n": len(values or []),
+                "throughput": _median(list(values)) if values else None, "baseline_throughput": base_median,
+                "speedup": None, "speedup_ci95": None, "efficiency": None, "note": None,
+            }
+            if not values:
+                row["note"] = "no valid run on this device count"
+            elif not base:
+                row["note"] = "no valid 1-device run to compare with"
+            else:
+                speedup, ci = ratio_of_medians(values, base)
+                row.update(speedup=speedup, speedup_ci95=ci, efficiency=speedup / g["devices"])
+            out.append(row)
     return out

@@ -60,3 +60,16 @@ def render_summary(summary: dict[str, Any]) -> None:
             table.add_row(r["precision"], r.get("path", ""), str(r.get("batch_per_device", "")), str(r.get("devices", "")),
                           r["engine"], r["baseline_engine"], f"{r['ratio']:.2f}x", f"{ci[0]:.2f}-{ci[1]:.2f}" if ci else "-")
         out.print(table)
+    scaling_rows = summary.get("scaling") or []
+    if scaling_rows:
+        table = Table(title="strong scaling (speedup = median samples/s on N devices / on 1 device; efficiency = speedup / N)")
+        for column in ("engine", "precision", "path", "batch/dev", "dev", "global batch", "n", "samples/s", "speedup", "95% CI",
+                       "efficiency", "note"):
+            table.add_column(column)
+        for r in scaling_rows:
+            ci = r.get("speedup_ci95")
+            table.add_row(r["engine"], r["precision"], r.get("path", ""), str(r["batch_per_device"]), str(r["devices"]),
+                          str(r.get("batch_global", "")), str(r.get("n", "")), fmt_rate(r.get("throughput")),
+                          f"{r['speedup']:.2f}x" if r.get("speedup") is not None else "-", f"{ci[0]:.2f}-{ci[1]:.2f}" if ci else "-",
+                          f"{100 * r['efficiency']:.1f}%" if r.get("efficiency") is not None else "-", r.get("note") or "")
+        out.print(table)

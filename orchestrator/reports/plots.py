@@ -1,4 +1,4 @@
-"""Report plots with matplotlib (Agg backend, imported lazily): throughput, step times, telemetry.
+"""Report plots with matplotlib (Agg backend, imported lazily): throughput, strong scaling, step times, telemetry.
 
 Each builder returns a ``Figure`` or None when the artifact has nothing to plot; ``to_svg`` and
 ``to_png`` turn a figure into self-contained SVG text (glyphs as paths) or PNG bytes.
@@ -149,6 +149,36 @@ def step_times(data: ReportData) -> Plot | None:
     return Plot("steps", "Step times", caption, fig)
 
 
+def scaling(data: ReportData) -> Plot | None:
+    rows = [r for r in data.summary.get("scaling") or [] if r.get("speedup") is not None]
+    if not rows:
+        return None
+    lines: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        lines[(r["engine"], r["precision"], r.get("path"), r["batch_per_device"])].append(r)
+    vary = {k for i, k in ((2, "path"), (3, "batch")) if len({key[i] for key in lines}) > 1}
+    fig, axes = _figure(6.5, 4.2)
+    ax = axes[0, 0]
+    top = max(r["devices"] for r in rows)
+    ax.plot([1, top], [1, top], ls="--", color="#8C8C8C", lw=1, label="ideal (linear)")
+    for i, (key, members) in enumerate(sorted(lines.items())):
+        members = sorted(members, key=lambda r: r["devices"])
+        label = " ".join([key[0], key[1], *([key[2]] if "path" in vary else []), *([f"b{key[3]}"] if "batch" in vary else [])])
+        ax.plot([r["devices"] for r in members], [r["speedup"] for r in members], marker="o", lw=1.5,
+                color=PALETTE[i % len(PALETTE)], label=label)
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("devices")
+    ax.set_ylabel("speedup vs 1 device")
+    ax.set_xlim(left=0.8)
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize="small", loc="best")
+    ax.set_title("Strong scaling (data parallel, same per-device batch)")
+    caption = "Speedup = median throughput on N devices / median on 1 device (summary.json scaling); dashed: linear scaling."
+    return Plot("scaling", "Strong scaling", caption, fig)
+
+
 TELEMETRY_PANELS = (("power_w", "power (W)"), ("util_gpu_pct", "GPU utilisation (%)"),
                     ("sm_clock_mhz", "SM clock (MHz)"), ("temperature_c", "temperature (C)"))
 
@@ -181,4 +211,4 @@ def telemetry(data: ReportData) -> Plot | None:
 
 
 def all_plots(data: ReportData) -> list[Plot]:
-    return [p for p in (throughput(data), step_times(data), telemetry(data)) if p is not None]
+    return [p for p in (throughput(data), scaling(data), step_times(data), telemetry(data)) if p is not None]

@@ -113,6 +113,25 @@ def ratios(data: ReportData) -> Table:
     return Table("ratios", "Cross-engine ratios", columns, rows, notes)
 
 
+def scaling(data: ReportData) -> Table:
+    columns = ["engine", "precision", "path", "batch/device", "devices", "global batch", "n", "samples/s (median)", "speedup",
+               "95% CI", "efficiency", "note"]
+    rows = []
+    for r in data.summary.get("scaling") or []:
+        speedup, efficiency = r.get("speedup"), r.get("efficiency")
+        rows.append([r["engine"], r["precision"], r.get("path", DASH), str(r["batch_per_device"]), str(r["devices"]),
+                     str(r.get("batch_global", DASH)), str(r.get("n", DASH)), num(r.get("throughput")),
+                     DASH if speedup is None else f"{speedup:.2f}x", interval(r.get("speedup_ci95"), 2, "x"),
+                     DASH if efficiency is None else f"{100 * efficiency:.1f}%", r.get("note") or ""])
+    notes = ["speedup = median steady-state throughput on N devices / median on 1 device of the same engine, precision, path and "
+             "per-device batch (data parallel: the global batch is per-device batch x N); efficiency = speedup / N. "
+             "Multi-device throughput counts every device's samples over the slowest device's time. "
+             "95% CI: bootstrap interval of the ratio of medians (3+ repeats a side)."]
+    if not rows:
+        notes.append("No strong-scaling figure: no run used more than one device.")
+    return Table("scaling", "Strong scaling", columns, rows, notes)
+
+
 def setup(data: ReportData) -> Table:
     columns = ["engine", "precision", "path", "batch", "devices", "setup s", "warmup s", "warmup steps", "steady steps",
                "steady s", "latency mean ms", "p50", "p90", "p95", "p99"]
@@ -226,4 +245,5 @@ def _flag(value: Any) -> str:
 
 
 def all_tables(data: ReportData) -> list[Table]:
-    return [overview(data), runs(data), groups(data), ratios(data), setup(data), telemetry(data), parity(data), *environment(data)]
+    return [overview(data), runs(data), groups(data), ratios(data), scaling(data), setup(data), telemetry(data), parity(data),
+            *environment(data)]

@@ -1,4 +1,5 @@
-"""The local runtime: the engine entrypoint as a subprocess in the engine's Python environment."""
+"""The local runtime: the engine entrypoint as a subprocess in the engine's Python environment
+(which, for a one-process-per-device engine, starts the workers itself)."""
 
 from __future__ import annotations
 
@@ -57,6 +58,31 @@ def probe_module(interpreter: str, engine: EngineInfo) -> tuple[bool, str]:
     return True, interpreter
 
 
+def visible_devices_value(visible: Any) -> str | None:
+    """settings['visible_devices'] ('0,2', [0, 2], 'all' or empty) as a CUDA_VISIBLE_DEVICES value (None: leave it)."""
+    if visible is None or visible == "" or visible == "all":
+        return None
+    items = visible.split(",") if isinstance(visible, str) else list(visible) if isinstance(visible, list | tuple) else [visible]
+    return ",".join(str(item).strip() for item in items if str(item).strip()) or None
+
+
+def engine_env(engine: EngineInfo, settings: dict[str, Any]) -> dict[str, str]:
+    """The engine process's environment: compile caches, this process's environment, the run's ``env``
+    settings, the GPUs it may use, and FIXED_ENV last (no setting can turn NVLink multicast back on).
+
+    ``visible_devices`` (indices or UUIDs) becomes CUDA_VISIBLE_DEVICES; without it the engine sees
+    what this process sees (so ``CUDA_VISIBLE_DEVICES=2,3 bench scenario run ...`` picks GPUs 2 and 3).
+    A data-parallel engine uses the first N visible GPUs and passes this environment on to
+    every worker process it starts.
+    """
+    env = {**compile_cache_env(), **os.environ, **{k: str(v) for k, v in (settings.get("env") or {}).items()}, **FIXED_ENV}
+    env["PYTHONPATH"] = os.pathsep.join([*map(str, engine.python_path()), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    visible = visible_devices_value(settings.get("visible_devices"))
+    if visible:
+        env["CUDA_VISIBLE_DEVICES"] = visible
+    return env
+
+
 class LocalRuntime(Runtime):
     name = "local"
 
@@ -70,11 +96,7 @@ class LocalRuntime(Runtime):
 
     def execute(self, engine: EngineInfo, paths: RunPaths, settings: dict[str, Any], timeout_s: float, sink: LineSink) -> Execution:
         interpreter = settings.get("resolved_interpreter") or resolve_interpreter(engine, settings)
-        env = {**compile_cache_env(), **os.environ, **FIXED_ENV, **settings.get("env", {})}
-        env["PYTHONPATH"] = os.pathsep.join([*map(str, engine.python_path()), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-        visible = settings.get("visible_devices")
-        if visible:
-            env["CUDA_VISIBLE_DEVICES"] = visible
+        env = engine_env(engine, settings)
         spec, result = self.spec_paths(paths)
         argv = [interpreter, "-m", engine.module, "--spec", spec, "--result", result]
         execution = run_streamed(argv, env, paths.run_dir, paths.log, timeout_s, sink)

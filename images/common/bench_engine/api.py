@@ -35,6 +35,8 @@ class Workload(ABC):
     precision: dict[str, Any]
     data_placement: str
     optimizations: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Devices the run trains on. Every StepBatch is then a global batch of per_device x world_size
+    # samples; each device takes its share (bench_engine.shards).
     world_size: int = 1
 
     @abstractmethod
@@ -53,12 +55,21 @@ class Workload(ABC):
         """Peak device memory used, where the framework reports it."""
         return None
 
+    def close(self) -> None:
+        """Release what the run holds (a process group...) after its last step; not timed."""
+        return None
+
 
 class Engine(ABC):
     """A framework adapter. ``prepare`` imports the framework, so setup time covers the import."""
 
     name: str = ""
     framework: str = ""
+
+    def processes(self, spec: dict[str, Any]) -> int:
+        """Worker processes a run of ``spec`` needs: 1, or one per device for engines that run
+        data parallelism as one process per device (bench_engine.launch starts them)."""
+        return 1
 
     @abstractmethod
     def environment(self, spec: dict[str, Any]) -> dict[str, Any]:

@@ -42,8 +42,11 @@ class DatasetError(RuntimeError):
     """The dataset is missing, malformed or not the one the spec names."""
 
 
-def load_dataset(folder: str | Path, expected_sha256: str | None = None) -> Dataset:
-    """Load a split, hashing exactly the bytes read; raise DatasetError on any mismatch."""
+def load_dataset(folder: str | Path, expected_sha256: str | None = None, mmap: bool = False) -> Dataset:
+    """Load a split, hashing exactly the bytes read; raise DatasetError on any mismatch.
+
+    ``mmap``: map the arrays read-only instead of reading them into memory (processes on one
+    host then share the pages; each copies out only what it uses)."""
     root = Path(folder)
     for name in CANONICAL_FILES:
         if not (root / name).is_file():
@@ -51,8 +54,9 @@ def load_dataset(folder: str | Path, expected_sha256: str | None = None) -> Data
     sha = split_sha256(root)
     if expected_sha256 and sha != expected_sha256:
         raise DatasetError(f"dataset hash {sha[:12]} does not match the spec's {expected_sha256[:12]} ({root})")
-    images = np.load(root / "images.npy", allow_pickle=False)
-    labels = np.load(root / "labels.npy", allow_pickle=False).astype(np.int32, copy=False)
+    mode = "r" if mmap else None
+    images = np.load(root / "images.npy", allow_pickle=False, mmap_mode=mode)
+    labels = np.load(root / "labels.npy", allow_pickle=False, mmap_mode=mode).astype(np.int32, copy=False)
     if images.ndim != 4 or images.dtype != np.uint8 or labels.shape != (images.shape[0],):
         raise DatasetError(f"dataset {root}: expected uint8 NHWC images and N labels, got {images.shape} {images.dtype}")
     return Dataset(images=images, labels=labels, sha256=sha)

@@ -6,6 +6,11 @@ its real number of samples. The first ``warmup_steps`` steps of the run (compila
 capture, autotuning) are timed as one block and excluded from the steady state. The steady
 state is timed in windows of ``window_steps`` steps, each ended by a device sync; windows never
 cross an epoch boundary.
+
+Data parallel (``workload.world_size`` N > 1): every step is a global batch of
+``per_device x N`` samples and counts all of them; the workload runs each device's share
+(bench_engine.shards). With one process per device every worker runs this harness over the
+same global batches, and the launcher keeps the slowest worker's times (bench_engine.launch).
 """
 
 from __future__ import annotations
@@ -44,33 +49,43 @@ class Measurements:
     final_loss: float | None = None
 
     def steady(self) -> dict[str, Any]:
-        steps = int(sum(w[0] for w in self.windows))
-        samples = int(sum(w[1] for w in self.windows))
-        seconds = float(sum(w[2] for w in self.windows))
-        return {
-            "steps": steps,
-            "samples": samples,
-            "time_s": seconds,
-            "throughput": (samples / seconds) if seconds > 0 else None,
-        }
+        return steady_of(self.windows)
 
     def latency_ms(self) -> dict[str, float] | None:
         """Per-batch latency percentiles from windows of one step each (inference)."""
-        per_step = [w[2] / w[0] * 1000.0 for w in self.windows if w[0] == 1]
-        if not per_step:
-            return None
-        import numpy as np
+        return latency_of(self.windows)
 
-        arr = np.asarray(per_step)
-        return {
-            "mean": float(arr.mean()),
-            "p50": float(np.percentile(arr, 50)),
-            "p90": float(np.percentile(arr, 90)),
-            "p95": float(np.percentile(arr, 95)),
-            "p99": float(np.percentile(arr, 99)),
-            "min": float(arr.min()),
-            "max": float(arr.max()),
-        }
+
+def steady_of(windows: list[list[float]]) -> dict[str, Any]:
+    """Steady-state totals of timing windows ``[steps, samples, seconds]``."""
+    steps = int(sum(w[0] for w in windows))
+    samples = int(sum(w[1] for w in windows))
+    seconds = float(sum(w[2] for w in windows))
+    return {
+        "steps": steps,
+        "samples": samples,
+        "time_s": seconds,
+        "throughput": (samples / seconds) if seconds > 0 else None,
+    }
+
+
+def latency_of(windows: list[list[float]]) -> dict[str, float] | None:
+    """Per-batch latency percentiles from the windows of one step each (inference)."""
+    per_step = [w[2] / w[0] * 1000.0 for w in windows if w[0] == 1]
+    if not per_step:
+        return None
+    import numpy as np
+
+    arr = np.asarray(per_step)
+    return {
+        "mean": float(arr.mean()),
+        "p50": float(np.percentile(arr, 50)),
+        "p90": float(np.percentile(arr, 90)),
+        "p95": float(np.percentile(arr, 95)),
+        "p99": float(np.percentile(arr, 99)),
+        "min": float(arr.min()),
+        "max": float(arr.max()),
+    }
 
 
 def run_harness(workload: Workload, spec: dict[str, Any], samples: int, measured: Measurements) -> Measurements:

@@ -3,6 +3,10 @@
 Exit codes: 0 the result says ok; 1 the result says failed; 2 the spec could not be read;
 130 interrupted (SIGINT or SIGTERM). A result file is written in every case where the spec
 could be read, atomically, so the orchestrator never sees half a file.
+
+When the engine runs one process per device (``Engine.processes(spec) > 1``), this process
+launches the workers and writes their merged result (bench_engine.launch); a worker (marked
+by its environment) runs the spec on its device and writes its own document for the launcher.
 """
 
 from __future__ import annotations
@@ -22,9 +26,11 @@ from typing import Any
 from bench_engine.api import Engine, UnsupportedError
 from bench_engine.data import DatasetError, load_dataset
 from bench_engine.harness import Measurements, run_harness
+from bench_engine.launch import WORKER_KEY, WorkerInfo, inject_fault, launch, worker_info
 
 RESULT_SCHEMA_VERSION = 1
 _START = time.perf_counter()
+_START_WALL = time.time()
 
 
 class _Terminated(KeyboardInterrupt):
@@ -51,7 +57,7 @@ def _on_sigterm(signum: int, frame: Any) -> None:
     raise _Terminated()
 
 
-def _log(message: str) -> None:
+def log(message: str) -> None:
     print(f"[bench-engine] {message}", file=sys.stderr, flush=True)
 
 
@@ -112,7 +118,7 @@ def _measurements(setup_s: float, workload: Any, measured: Measurements) -> dict
     return out
 
 
-def _cap_windows(measurements: dict[str, Any], limit: int) -> None:
+def cap_windows(measurements: dict[str, Any], limit: int) -> None:
     """Keep at most ``limit`` timing windows in the file, evenly spaced (totals use them all)."""
     windows = measurements.get("windows") or []
     if len(windows) > limit:
@@ -120,15 +126,20 @@ def _cap_windows(measurements: dict[str, Any], limit: int) -> None:
         measurements["windows"] = [windows[int(i * stride)] for i in range(limit)]
 
 
-def execute(engine: Engine, spec: dict[str, Any]) -> tuple[dict[str, Any], int]:
-    """Run ``spec`` on ``engine``; return the result document and the exit code."""
-    result: dict[str, Any] = {
+def base_result(engine: Engine, spec: dict[str, Any]) -> dict[str, Any]:
+    """The result document before anything ran."""
+    return {
         "schema_version": RESULT_SCHEMA_VERSION,
         "run_id": spec["run_id"],
         "engine": engine.name,
         "status": "ok",
         "environment": _base_environment(engine),
     }
+
+
+def execute(engine: Engine, spec: dict[str, Any], worker: WorkerInfo | None = None) -> tuple[dict[str, Any], int]:
+    """Run ``spec`` on ``engine`` (as launched ``worker``, if any); return the result document and the exit code."""
+    result = base_result(engine, spec)
     workload = None
     measured = Measurements()
     dataset_sha = ""
@@ -138,15 +149,19 @@ def execute(engine: Engine, spec: dict[str, Any]) -> tuple[dict[str, Any], int]:
     try:
         env = engine.environment(spec)
         result["environment"].update(env)
-        dataset = load_dataset(spec["parity"]["dataset"]["path"], spec["parity"]["dataset"]["sha256"])
+        # a worker memory-maps the split: every rank copies out only its own shard
+        dataset = load_dataset(spec["parity"]["dataset"]["path"], spec["parity"]["dataset"]["sha256"], mmap=worker is not None)
         dataset_sha, dataset_samples = dataset.sha256, dataset.samples
-        _log(f"dataset {dataset_sha[:12]} ({dataset_samples} samples) loaded")
+        log(f"dataset {dataset_sha[:12]} ({dataset_samples} samples) loaded")
         workload = engine.prepare(spec, dataset)
+        if worker is not None:
+            inject_fault(workload, worker)
         setup_s = time.perf_counter() - _START
-        _log(f"setup done in {setup_s:.2f}s; {spec['parity']['total_steps']} steps to run")
+        log(f"setup done in {setup_s:.2f}s; {spec['parity']['total_steps']} steps to run")
         run_harness(workload, spec, dataset_samples, measured)
+        workload.close()
         steady = measured.steady()
-        _log(f"done: {measured.samples_done} samples, steady {steady['throughput'] or 0:.1f} samples/s")
+        log(f"done: {measured.samples_done} samples, steady {steady['throughput'] or 0:.1f} samples/s")
     except KeyboardInterrupt as exc:
         result["status"] = "failed"
         result["failure"] = {"kind": "interrupted", "message": "terminated by signal" if isinstance(exc, _Terminated) else "interrupted"}
@@ -165,12 +180,15 @@ def execute(engine: Engine, spec: dict[str, Any]) -> tuple[dict[str, Any], int]:
             "message": f"{type(exc).__name__}: {exc}".strip()[:2000],
             "traceback": traceback.format_exc()[-8000:],
         }
-        _log(f"failed ({kind}): {result['failure']['message']}")
+        log(f"failed ({kind}): {result['failure']['message']}")
         code = 1
     if workload is not None:
         result["work"] = _work(spec, workload, dataset_sha, dataset_samples, measured)
         result["measurements"] = _measurements(setup_s, workload, measured)
-        _cap_windows(result["measurements"], spec["measurement"]["max_step_samples"])
+        if worker is None:  # a worker keeps every window: the launcher merges them, then caps
+            cap_windows(result["measurements"], spec["measurement"]["max_step_samples"])
+    if worker is not None:
+        result[WORKER_KEY] = {"rank": worker.rank, "world_size": worker.world_size, "start_wall": _START_WALL}
     return result, code
 
 
@@ -185,9 +203,13 @@ def run_engine(engine: Engine, argv: list[str] | None = None) -> int:
         if spec.get("schema_version") != 1 or "parity" not in spec:
             raise ValueError("not a bench run spec (schema_version 1)")
     except (OSError, ValueError) as exc:
-        _log(f"cannot read spec {args.spec}: {exc}")
+        log(f"cannot read spec {args.spec}: {exc}")
         return 2
     signal.signal(signal.SIGTERM, _on_sigterm)
-    result, code = execute(engine, spec)
+    worker = worker_info()
+    if worker is None and engine.processes(spec) > 1:
+        result, code = launch(engine, spec, args.spec.resolve(), args.result.resolve())
+    else:
+        result, code = execute(engine, spec, worker)
     write_json_atomic(args.result, result)
     return code

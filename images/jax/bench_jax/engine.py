@@ -6,6 +6,16 @@ optimizer update, batch-norm statistics) and donates the state buffers. Data pla
 follows the spec: ``device`` keeps the normalised split on the device and slices each batch
 inside the jitted step (traced start, so one compilation per batch size); ``host`` slices
 numpy batches and transfers them every step.
+
+Several devices (data parallel, one process): a 1-D ``Mesh`` of the devices with axis
+``data``; every global batch is laid out as ``(devices, share, ...)`` with
+``NamedSharding(mesh, P('data'))`` (device ``r`` holds samples ``start + r*share ..``, see
+bench_engine.shards), parameters, batch statistics and optimizer state are replicated
+(``P()``), and the step is ``jax.vmap``-ed over the device axis, so each device normalises its
+own share (per-device BatchNorm statistics, as DDP and MirroredStrategy) while the gradient of
+the global mean loss with respect to the replicated parameters is all-reduced by XLA (jit with
+shardings). On CPU, ``XLA_FLAGS=--xla_force_host_platform_device_count=N`` is set before JAX
+is imported, so the host shows N devices; on GPUs the first N visible GPUs are used.
 """
 
 from __future__ import annotations
@@ -39,7 +49,8 @@ class StepConfig:
     full_step: bool  # jit the whole train step (optimized) or forward+backward only (baseline)
     donate: bool  # donate the state buffers to the jitted step
     device_data: bool  # slice the batch from device-resident data inside the step
-    size: int  # samples in the batch (static: a partial batch gets its own compilation)
+    size: int  # samples in the batch per device (static: a partial batch gets its own compilation)
+    world: int = 1  # devices; above 1 the data carries a leading device axis, sharded over the mesh
 
 
 def _option(options: dict[str, Any], name: str, default: Any) -> Any:
@@ -50,12 +61,14 @@ def _option(options: dict[str, Any], name: str, default: Any) -> Any:
 # ----------------------------------------------------------------------------- step construction
 
 
-def build_step(model: Any, tx: Any, config: StepConfig) -> Callable[..., Any]:
+def build_step(model: Any, tx: Any, config: StepConfig, mesh: Any = None) -> Callable[..., Any]:
     """Build the step for ``config``.
 
     Train: ``step(state, data, where) -> (state, loss)``; infer: ``step(variables, data, where) -> logits``.
     ``data`` is ``(images, labels)``: the whole split on the device (``where`` = traced start
-    index) or the batch itself (``where`` unused).
+    index) or the batch itself (``where`` unused). With ``config.world > 1`` every array of
+    ``data`` has a leading device axis sharded over ``mesh`` (axis ``data``), the step runs
+    vmapped over it and its state outputs stay replicated.
     """
     import jax
     import jax.numpy as jnp
@@ -63,29 +76,43 @@ def build_step(model: Any, tx: Any, config: StepConfig) -> Callable[..., Any]:
     from jax import lax
 
     size = config.size
+    parallel = config.world > 1
+    replicated = _replicated(mesh) if parallel else None
 
     def fetch(data: tuple[Any, Any], where: Any) -> tuple[Any, Any]:
         images, labels = data
         if config.device_data:
-            images = lax.dynamic_slice_in_dim(images, where, size, axis=0)
-            labels = lax.dynamic_slice_in_dim(labels, where, size, axis=0)
+            axis = 1 if parallel else 0  # the batch axis, after the device axis when data parallel
+            images = lax.dynamic_slice_in_dim(images, where, size, axis=axis)
+            labels = lax.dynamic_slice_in_dim(labels, where, size, axis=axis)
         return images, labels
 
     if config.mode == "infer":
 
         def infer(variables: Any, data: tuple[Any, Any], where: Any) -> Any:
             images, _ = fetch(data, where)
+            if parallel:
+                return jax.vmap(lambda x: model.apply(variables, x, train=False))(images)
             return model.apply(variables, images, train=False)
 
         return jax.jit(infer)
 
+    def device_loss(params: Any, batch_stats: Any, images: Any, labels: Any) -> tuple[Any, Any]:
+        """Mean loss of one device's share and the batch statistics it produces."""
+        logits, updates = model.apply({"params": params, "batch_stats": batch_stats}, images, train=True,
+                                      mutable=["batch_stats"])
+        logits = logits.astype(jnp.promote_types(logits.dtype, jnp.float32))  # the loss in fp32 (or wider)
+        return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean(), updates["batch_stats"]
+
     def loss_and_grads(params: Any, batch_stats: Any, images: Any, labels: Any) -> tuple[Any, Any, Any]:
         def loss_fn(p: Any) -> tuple[Any, Any]:
-            logits, updates = model.apply({"params": p, "batch_stats": batch_stats}, images, train=True,
-                                          mutable=["batch_stats"])
-            logits = logits.astype(jnp.promote_types(logits.dtype, jnp.float32))  # the loss in fp32 (or wider)
-            loss = optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
-            return loss, updates["batch_stats"]
+            if not parallel:
+                return device_loss(p, batch_stats, images, labels)
+            # every device its own share and BatchNorm statistics; equal shares, so the mean of the
+            # per-device means is the global mean; its gradient w.r.t. the replicated parameters is
+            # summed over the device axis, i.e. all-reduced by XLA
+            losses, stats = jax.vmap(device_loss, in_axes=(None, None, 0, 0))(p, batch_stats, images, labels)
+            return losses.mean(), jax.tree.map(lambda s: s.mean(axis=0), stats)  # running statistics averaged
 
         (loss, new_stats), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
         return loss, grads, new_stats
@@ -100,18 +127,38 @@ def build_step(model: Any, tx: Any, config: StepConfig) -> Callable[..., Any]:
             loss, grads, new_stats = loss_and_grads(state.params, state.batch_stats, *fetch(data, where))
             return apply_update(state, grads, new_stats), loss
 
-        return jax.jit(train_step, donate_argnums=(0,) if config.donate else ())
+        donate = (0,) if config.donate else ()
+        if parallel:
+            return jax.jit(train_step, donate_argnums=donate, out_shardings=(replicated, replicated))
+        return jax.jit(train_step, donate_argnums=donate)
 
     def forward_backward(params: Any, batch_stats: Any, data: tuple[Any, Any], where: Any) -> tuple[Any, Any, Any]:
         return loss_and_grads(params, batch_stats, *fetch(data, where))
 
-    grad_fn = jax.jit(forward_backward, donate_argnums=(1,) if config.donate else ())
+    donate = (1,) if config.donate else ()
+    if parallel:
+        grad_fn = jax.jit(forward_backward, donate_argnums=donate, out_shardings=replicated)
+    else:
+        grad_fn = jax.jit(forward_backward, donate_argnums=donate)
 
     def eager_step(state: TrainState, data: tuple[Any, Any], where: Any) -> tuple[TrainState, Any]:
         loss, grads, new_stats = grad_fn(state.params, state.batch_stats, data, where)
         return apply_update(state, grads, new_stats), loss  # op by op, outside the jit
 
     return eager_step
+
+
+def _replicated(mesh: Any) -> Any:
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    return NamedSharding(mesh, PartitionSpec())
+
+
+def _sharded(mesh: Any) -> Any:
+    """The leading (device) axis split over the mesh's ``data`` axis."""
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    return NamedSharding(mesh, PartitionSpec("data"))
 
 
 # ----------------------------------------------------------------------------- workload
@@ -128,6 +175,8 @@ class JaxWorkload(Workload):
     data: Any = None  # (images, labels): on the device, or host numpy arrays
     device: Any = None
     step_config: StepConfig | None = None
+    mesh: Any = None  # data parallel: the 1-D device mesh (axis 'data')
+    shards: Any = None  # data parallel: bench_engine.shards.ShardPlan
     _steps: dict[int, Callable[..., Any]] = field(default_factory=dict)
     _starts: dict[int, Any] = field(default_factory=dict)
     _last: Any = None  # latest loss (train) or logits (infer)
@@ -136,25 +185,32 @@ class JaxWorkload(Workload):
         fn = self._steps.get(size)
         if fn is None:
             assert self.step_config is not None
-            fn = self._steps[size] = build_step(self.model, self.tx, replace(self.step_config, size=size))
+            fn = self._steps[size] = build_step(self.model, self.tx, replace(self.step_config, size=size), self.mesh)
         return fn
 
     def _inputs(self, batch: StepBatch) -> tuple[Any, Any]:
         import jax
 
         assert self.step_config is not None
+        parallel = self.shards is not None
         if self.step_config.device_data:
-            where = self._starts.get(batch.start)
+            start = self.shards.local(batch).start if parallel else batch.start
+            where = self._starts.get(start)
             if where is None:
-                where = self._starts[batch.start] = jax.device_put(np.int32(batch.start), self.device)
+                where = self._starts[start] = jax.device_put(np.int32(start), _replicated(self.mesh) if parallel else self.device)
             return self.data, where
         images, labels = self.data
         stop = batch.start + batch.size
-        return jax.device_put((images[batch.start : stop], labels[batch.start : stop]), self.device), None
+        images, labels = images[batch.start : stop], labels[batch.start : stop]
+        if parallel:  # (devices, share, ...): device r gets samples start + r*share ..
+            world = self.shards.world
+            batch_in = (images.reshape(world, -1, *images.shape[1:]), labels.reshape(world, -1))
+            return jax.device_put(batch_in, _sharded(self.mesh)), None
+        return jax.device_put((images, labels), self.device), None
 
     def step(self, batch: StepBatch) -> None:
         data, where = self._inputs(batch)
-        fn = self._step_fn(batch.size)
+        fn = self._step_fn(batch.size // self.world_size)
         if self.mode == "infer":
             self._last = fn(self.state, data, where)
         else:
@@ -189,6 +245,11 @@ def _configure_process(spec: dict[str, Any]) -> None:
     options = spec.get("engine_options") or {}
     if options.get("xla_flags"):
         os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {options['xla_flags']}".strip()
+    devices = int((spec.get("parity") or {}).get("devices", 1))
+    if devices > 1 and spec.get("device", "auto") != "cuda" and "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
+        # N host devices for a data-parallel run on the CPU (before jax is imported; the flag only
+        # shapes the host platform, so an auto run that finds GPUs is not affected)
+        os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={devices}".strip()
     if "preallocate" in options:
         os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = "true" if options["preallocate"] else "false"
     if spec.get("device") == "cpu":
@@ -382,14 +443,23 @@ class JaxEngine(Engine):
         options = spec.get("engine_options") or {}
         kind, devices = self._devices_for(spec)
         precision = parity["precision"]
-        if parity["devices"] != 1:
-            raise UnsupportedError(f"{parity['devices']} devices requested; the jax engine runs on one device for now")
+        world = int(parity["devices"])
+        if len(devices) < world:
+            raise UnsupportedError(f"{world} devices requested but JAX sees {len(devices)} {kind} device(s)")
         if parity["optimizer"]["name"] != "sgd" or parity["loss"] != "cross_entropy":
             raise UnsupportedError(f"optimizer {parity['optimizer']['name']!r} / loss {parity['loss']!r} not supported")
         geometry = (parity["input"]["height"], parity["input"]["width"], parity["input"]["channels"])
         if tuple(data.images.shape[1:]) != geometry:
             raise DatasetError(f"dataset images are {tuple(data.images.shape[1:])}, the spec's input is {geometry}")
         device = devices[0]
+        mesh = shards = None
+        if world > 1:
+            from jax.sharding import Mesh
+
+            from bench_engine.shards import plan_shards
+
+            shards = plan_shards(spec, data.samples)
+            mesh = Mesh(np.array(devices[:world]), ("data",))
         mode = parity["mode"]
         optimized = spec["path"] == "optimized"
         device_data = parity["data_placement"] == "device"
@@ -422,21 +492,30 @@ class JaxEngine(Engine):
 
             images = normalize(data.images)
             labels = data.labels.astype(np.int32, copy=False)
-            if device_data:
-                placed: Any = (jax.device_put(images, device), jax.device_put(labels, device))
+            if device_data and shards is not None:
+                from bench_engine.shards import stacked_shards
+
+                # (devices, shard, ...): each device holds only its own samples, in step order
+                placed: Any = jax.device_put((stacked_shards(images, shards), stacked_shards(labels, shards)), _sharded(mesh))
+                images = None
+            elif device_data:
+                placed = (jax.device_put(images, device), jax.device_put(labels, device))
             else:
                 placed = (images, labels)
-            # commit every buffer to the device: uncommitted inputs would make the second step recompile
-            state = jax.device_put(state, device)
+            # commit every buffer to the device(s): uncommitted inputs would make the second step recompile
+            state = jax.device_put(state, _replicated(mesh) if mesh is not None else device)
             jax.block_until_ready((state, placed))
 
         step_config = StepConfig(mode=mode, full_step=optimized, donate=donate, device_data=device_data,
-                                 size=parity["batch"]["per_device"])
+                                 size=parity["batch"]["per_device"], world=world)
         return JaxWorkload(
             trainable_parameters=trainable,
             precision=policy.report(),
             data_placement=parity["data_placement"],
-            optimizations=_optimizations(step_config, os.environ.get("XLA_FLAGS", "")),
+            optimizations=_optimizations(step_config, os.environ.get("XLA_FLAGS", ""), kind, shards),
+            world_size=world,
+            mesh=mesh,
+            shards=shards,
             mode=mode,
             model=model,
             tx=tx,
@@ -447,7 +526,7 @@ class JaxEngine(Engine):
         )
 
 
-def _optimizations(config: StepConfig, xla_flags: str) -> dict[str, dict[str, Any]]:
+def _optimizations(config: StepConfig, xla_flags: str, kind: str = "cpu", shards: Any = None) -> dict[str, dict[str, Any]]:
     """The switches in effect, as {name: {applied, detail}}."""
     infer = config.mode == "infer"
     if infer:
@@ -469,4 +548,18 @@ def _optimizations(config: StepConfig, xla_flags: str) -> dict[str, dict[str, An
                                  if config.device_data else "numpy batches sliced on the host, transferred every step"},
         "nhwc_layout": {"applied": True, "detail": "Flax convolutions are NHWC"},
         "xla_flags": {"applied": bool(xla_flags), "detail": xla_flags or "XLA defaults"},
+        "data_parallel": _data_parallel(config, kind, shards),
     }
+
+
+def _data_parallel(config: StepConfig, kind: str, shards: Any) -> dict[str, Any]:
+    if config.world == 1 or shards is None:
+        return {"applied": False, "detail": "one device"}
+    share = shards.per_device
+    placement = (f"each device holds its own shard ({shards.shard_samples} samples, P('data'))" if config.device_data
+                 else "each global batch transferred as (devices, share, ...) with P('data')")
+    grads = "; gradients all-reduced by XLA" if config.mode == "train" else ""
+    return {"applied": True,
+            "detail": f"jit over a 1-D Mesh of {config.world} {kind} devices (axis 'data'): device r takes samples start + r*{share} "
+                      f".. + {share} of every global batch of {shards.global_batch}; {placement}; parameters and optimizer state "
+                      f"replicated (P()); step vmapped over the device axis (BatchNorm statistics per device){grads}"}

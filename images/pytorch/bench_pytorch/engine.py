@@ -9,10 +9,15 @@ from bench_engine.data import Dataset
 
 
 class PyTorchEngine(Engine):
-    """ResNet training and inference with PyTorch: eager baseline, compiled and graphed optimized path."""
+    """ResNet training and inference with PyTorch: eager baseline, compiled and graphed optimized path;
+    data parallel over several devices as one DDP process per device."""
 
     name = "pytorch"
     framework = "PyTorch"
+
+    def processes(self, spec: dict[str, Any]) -> int:
+        """One process per device (DistributedDataParallel); bench_engine.launch starts them."""
+        return int(spec["parity"]["devices"])
 
     def environment(self, spec: dict[str, Any]) -> dict[str, Any]:
         from bench_pytorch.environment import describe
@@ -20,10 +25,10 @@ class PyTorchEngine(Engine):
         return describe(spec)
 
     def prepare(self, spec: dict[str, Any], data: Dataset) -> Workload:
-        from bench_pytorch.environment import resolve_device
+        from bench_pytorch.environment import run_device
         from bench_pytorch.workload import build_workload
 
-        return build_workload(spec, data, resolve_device(spec["device"]))
+        return build_workload(spec, data, run_device(spec))
 
     def is_out_of_memory(self, exc: BaseException) -> bool:
         import torch

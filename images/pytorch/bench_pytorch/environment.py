@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import platform
 from pathlib import Path
 from typing import Any
@@ -58,17 +59,35 @@ def _cpu_name() -> str:
     return platform.processor() or platform.machine() or "cpu"
 
 
+def run_device(spec: dict[str, Any]) -> torch.device:
+    """The device this process computes on: the spec's, or ``cuda:LOCAL_RANK`` in a launched worker."""
+    from bench_pytorch.distributed import require_worker, worker_device
+
+    worker = require_worker(spec)
+    return resolve_device(spec["device"]) if worker is None else worker_device(spec["device"], worker)
+
+
 def describe(spec: dict[str, Any]) -> dict[str, Any]:
     """The environment block of the result (raises UnsupportedError for an impossible device)."""
-    device = resolve_device(spec["device"])
-    extra: dict[str, Any] = {"torch_threads": torch.get_num_threads()}
+    from bench_pytorch.distributed import cpu_threads, require_worker
+
+    worker = require_worker(spec)
+    device = run_device(spec)
+    world = spec["parity"]["devices"]
+    threads = cpu_threads(worker) if worker is not None and device.type == "cpu" else torch.get_num_threads()
+    extra: dict[str, Any] = {"torch_threads": threads}
     if device.type == "cuda":
-        count = min(spec["parity"]["devices"], torch.cuda.device_count())
+        count = min(world, torch.cuda.device_count())
         devices = [torch.cuda.get_device_name(i) for i in range(count)]
         major, minor = torch.cuda.get_device_capability(device)
         extra.update(cuda_device_count=torch.cuda.device_count(), compute_capability=f"{major}.{minor}")
     else:
-        devices = [_cpu_name()]
+        devices = [_cpu_name()] * world  # one CPU worker per device
+    if worker is not None:
+        extra["distributed"] = {"world_size": worker.world_size, "processes": worker.world_size,
+                                "backend": "nccl" if device.type == "cuda" else "gloo",
+                                "launcher": "bench_engine.launch (torchrun-style env)",
+                                "nccl_nvls_enable": os.environ.get("NCCL_NVLS_ENABLE")}
     return {
         "framework_version": torch.__version__,
         "cuda": torch.version.cuda,

@@ -9,6 +9,7 @@ DEFAULT_COMPILE_MODE = "default"  # max-autotune* autotunes every conv: over 5 m
 # compile modes whose inductor captures CUDA graphs itself (a capture cannot nest in ours)
 INDUCTOR_GRAPH_MODES = ("reduce-overhead", "max-autotune")
 DEFAULT_GRAPH_WARMUP = 3  # side-stream iterations before capture (the PyTorch CUDA graph docs use 3)
+DDP_GRAPH_WARMUP = 11  # eager DDP iterations PyTorch requires before capturing a DDP step
 
 
 @dataclass
@@ -69,6 +70,8 @@ def resolve_plan(spec: dict[str, Any], cuda: bool) -> Plan:
     elif plan.cuda_graphs and plan.compile and plan.compile_mode in INDUCTOR_GRAPH_MODES:
         plan.cuda_graphs = False
         plan.note("cuda_graphs", False, f"compile_mode {plan.compile_mode!r} captures its own CUDA graphs")
+    elif plan.cuda_graphs and (spec.get("parity") or {}).get("devices", 1) > 1 and spec["parity"]["mode"] == "train":
+        _ddp_graphs(plan, spec, why)
     elif plan.cuda_graphs:
         detail = f"{why}: whole step in one CUDA graph after {plan.graph_warmup_steps} side-stream warmup steps"
         plan.note("cuda_graphs", True, detail)
@@ -86,3 +89,25 @@ def resolve_plan(spec: dict[str, Any], cuda: bool) -> Plan:
     else:
         plan.note("cudnn_benchmark", plan.cudnn_benchmark, f"{why}: torch.backends.cudnn.benchmark={plan.cudnn_benchmark}")
     return plan
+
+
+def _ddp_graphs(plan: Plan, spec: dict[str, Any], why: str) -> None:
+    """CUDA graphs of a DDP step: 11+ eager DDP iterations first, the capture inside the warmup steps."""
+    parity = spec["parity"]
+    plan.graph_warmup_steps = max(plan.graph_warmup_steps, DDP_GRAPH_WARMUP)
+    needed = plan.graph_warmup_steps + 1  # warmup iterations, then the captured step
+    if not parity["batch"]["drop_last"]:
+        plan.cuda_graphs = False
+        plan.note("cuda_graphs", False, "data parallel with a kept partial batch: the odd-shaped eager DDP step cannot mix with a captured one")
+        return
+    if parity["warmup_steps"] < needed and why == "auto":
+        plan.cuda_graphs = False
+        plan.note("cuda_graphs", False, f"auto: a DDP step is captured after {plan.graph_warmup_steps} eager DDP iterations, "
+                                        f"at step {needed}, past the run's {parity['warmup_steps']} warmup steps (eager instead)")
+        return
+    detail = (f"{why}: whole DDP step (NCCL all-reduce included) in one CUDA graph; DDP built on the side stream, "
+              f"{plan.graph_warmup_steps} eager DDP warmup iterations there, capture on the same stream, "
+              "TORCH_NCCL_ASYNC_ERROR_HANDLING=0 (PyTorch's recipe for NCCL >= 2.9.6)")
+    if parity["warmup_steps"] < needed:
+        detail += f"; WARNING: the capture at step {needed} falls in the timed steady state ({parity['warmup_steps']} warmup steps)"
+    plan.note("cuda_graphs", True, detail)

@@ -109,13 +109,18 @@ class GraphRunner:
     """
 
     def __init__(self, step: StepFn, odd_step: StepFn, source: BatchSource, batch: int,
-                 sample_shape: tuple[int, ...], channels_last: bool, warmup: int, device: torch.device) -> None:
+                 sample_shape: tuple[int, ...], channels_last: bool, warmup: int, device: torch.device,
+                 stream: torch.cuda.Stream | None = None) -> None:
         self.step, self.odd_step, self.source, self.batch = step, odd_step, source, batch
         memory_format = torch.channels_last if channels_last else torch.contiguous_format
         self.static_images = torch.empty((batch, *sample_shape), device=device).contiguous(memory_format=memory_format)
         self.static_labels = torch.zeros((batch,), dtype=torch.int64, device=device)
         self.warmup_left = max(1, warmup)
-        self.side_stream = torch.cuda.Stream(device)
+        # A DDP step brings the stream DDP was built on: warmup and capture both run there
+        # (PyTorch's DDP + CUDA graph recipe); otherwise a private side stream, captured by
+        # torch.cuda.graph on its own internal stream.
+        self.side_stream = stream if stream is not None else torch.cuda.Stream(device)
+        self.capture_stream = stream
         self.graph: torch.cuda.CUDAGraph | None = None
         self.static_out: torch.Tensor | None = None
 
@@ -143,6 +148,6 @@ class GraphRunner:
 
     def _capture(self) -> None:
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
+        with torch.cuda.graph(graph, stream=self.capture_stream):
             self.static_out = self.step(self.static_images, self.static_labels, True)
         self.graph = graph

@@ -1,4 +1,5 @@
-"""Building the PyTorch workload of a run spec: model, precision, optimizer, data, step runner."""
+"""Building the PyTorch workload of a run spec: model, precision, optimizer, data, step runner
+(one rank of a DistributedDataParallel run when the spec has several devices)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from torch import nn
 
 from bench_engine.api import StepBatch, UnsupportedError, Workload
 from bench_engine.data import Dataset, DatasetError
+from bench_engine.shards import ShardPlan, plan_shards, shard_dataset
 from bench_pytorch.batches import BatchSource
+from bench_pytorch.distributed import DistContext, init_process_group, require_worker, wrap_ddp
 from bench_pytorch.model import build_model, trainable_parameters
 from bench_pytorch.options import Plan, resolve_plan
 from bench_pytorch.precision import Precision, apply_precision
@@ -20,15 +23,21 @@ Runner = EagerRunner | GraphRunner
 
 
 class TorchWorkload(Workload):
-    """Runs the step runner per batch; keeps the last loss as a tensor until asked for it."""
+    """Runs the step runner per batch; keeps the last loss as a tensor until asked for it.
 
-    def __init__(self, runner: Runner, device: torch.device, training: bool, **fields: Any) -> None:
+    Data parallel (``dist`` set): every step is a global batch; this rank runs its share of it,
+    taken from its compact shard (``shards``), and the loss it reports is the mean over ranks.
+    """
+
+    def __init__(self, runner: Runner, device: torch.device, training: bool, shards: ShardPlan | None = None,
+                 dist: DistContext | None = None, **fields: Any) -> None:
         super().__init__(**fields)
         self.runner, self.device, self.training = runner, device, training
+        self.shards, self.dist = shards, dist
         self._last: torch.Tensor | None = None
 
     def step(self, batch: StepBatch) -> None:
-        self._last = self.runner(batch)
+        self._last = self.runner(self.shards.local(batch) if self.shards is not None else batch)
 
     def sync(self) -> None:
         if self.device.type == "cuda":
@@ -37,7 +46,17 @@ class TorchWorkload(Workload):
     def loss(self) -> float | None:
         if not self.training or self._last is None:
             return None
+        if self.dist is not None:
+            from bench_pytorch.distributed import mean_over_ranks
+
+            return float(mean_over_ranks(self._last))
         return float(self._last)
+
+    def close(self) -> None:
+        if self.dist is not None:
+            from bench_pytorch.distributed import shutdown
+
+            shutdown()
 
     def peak_memory_bytes(self) -> int | None:
         if self.device.type == "cuda":
@@ -81,19 +100,21 @@ def _check_graph_safe(plan: Plan, precision: Precision) -> None:
 
 
 def build_workload(spec: dict[str, Any], data: Dataset, device: torch.device) -> TorchWorkload:
-    """Everything between the loaded dataset and the first step."""
+    """Everything between the loaded dataset and the first step (on this rank, when data parallel)."""
     parity = spec["parity"]
-    if parity["devices"] != 1:
-        raise UnsupportedError("the pytorch engine runs on one device for now (data-parallel runs come later)")
+    worker = require_worker(spec)  # a launched worker when devices > 1
     if parity["loss"] != "cross_entropy":
         raise UnsupportedError(f"loss {parity['loss']!r} is not implemented")
     check_data(spec, data)
+    shards = plan_shards(spec, data.samples) if worker is not None else None
     training = parity["mode"] == "train"
     cuda = device.type == "cuda"
     plan = resolve_plan(spec, cuda)
     precision = apply_precision(parity["precision"], device, training)
     if cuda:
         torch.backends.cudnn.benchmark = plan.cudnn_benchmark
+    graphs = plan.cuda_graphs and training
+    dist = init_process_group(worker, device, graphs) if worker is not None else None
     torch.manual_seed(parity["seed"])
 
     geometry = parity["input"]
@@ -102,33 +123,47 @@ def build_workload(spec: dict[str, Any], data: Dataset, device: torch.device) ->
     model = model.to(device)
     if plan.channels_last:
         model = model.to(memory_format=torch.channels_last)
-    forward = torch.compile(model, mode=plan.compile_mode) if plan.compile else model
+    # DDP wraps the model before the step is built; CUDA graphs need it built on the capture stream
+    stream = torch.cuda.Stream(device) if dist is not None and graphs else None
+    net = wrap_ddp(model, dist, stream) if dist is not None and training else model
+    forward = torch.compile(net, mode=plan.compile_mode) if plan.compile else net
 
     if training:
         model.train()
         _check_graph_safe(plan, precision)
-        parts = TrainParts(model=model, forward=forward, loss_fn=nn.CrossEntropyLoss(),
+        parts = TrainParts(model=net, forward=forward, loss_fn=nn.CrossEntropyLoss(),
                            optimizer=make_optimizer(model, parity["optimizer"], plan.fused_optimizer),
                            precision=precision, scaler=precision.make_scaler())
-        step, odd_step = build_train_step(parts), build_train_step(parts, forward=model)
+        step, odd_step = build_train_step(parts), build_train_step(parts, forward=net)
     else:
         model.eval()
         step, odd_step = build_infer_step(forward, precision), build_infer_step(model, precision)
 
     odd_step = without_autotune(odd_step)
-    source = BatchSource(data, parity["data_placement"], device, plan.channels_last)
-    plan.note("data_placement", True, f"{parity['data_placement']}: {source.detail}")
+    local = shard_dataset(data, shards, dist.rank) if shards is not None and dist is not None else data
+    source = BatchSource(local, parity["data_placement"], device, plan.channels_last)
     batch = parity["batch"]["per_device"]
+    if shards is not None and dist is not None:
+        plan.note("data_placement", True, f"{parity['data_placement']}: {source.detail}; this rank's shard only "
+                                          f"({shards.shard_samples} of {data.samples} samples)")
+        what = "DDP, gradients all-reduced in buckets during backward" if training else "independent forward passes"
+        plan.note("data_parallel", True, f"{dist.describe()}; {what}; rank r takes samples start + r*{batch} .. + {batch} "
+                                         f"of every global batch of {shards.global_batch}; BatchNorm statistics per device")
+    else:
+        plan.note("data_placement", True, f"{parity['data_placement']}: {source.detail}")
+        plan.note("data_parallel", False, "one device")
     runner: Runner
     if plan.cuda_graphs:
         sample_shape = (geometry["channels"], geometry["height"], geometry["width"])
-        runner = GraphRunner(step, odd_step, source, batch, sample_shape, plan.channels_last, plan.graph_warmup_steps, device)
+        runner = GraphRunner(step, odd_step, source, batch, sample_shape, plan.channels_last, plan.graph_warmup_steps, device,
+                             stream=stream)
     else:
         runner = EagerRunner(step, odd_step, source, batch)
     return TorchWorkload(
-        runner, device, training,
+        runner, device, training, shards=shards, dist=dist,
         trainable_parameters=params,
         precision=precision.report(),
         data_placement=parity["data_placement"],
         optimizations=plan.optimizations,
+        world_size=parity["devices"],
     )

@@ -6,6 +6,18 @@ field: ``bf16``/``fp16`` use Keras mixed policies (fp32 variables, fp16 with dyn
 scaling) on either path. Weight decay is coupled L2 (``g + wd * w`` before momentum), as in
 PyTorch's SGD. Data is either resident on the device (sliced inside the compiled step) or fed
 from host numpy arrays per step, as the spec's ``data_placement`` says.
+
+Several devices: ``tf.distribute.MirroredStrategy`` over the first N GPUs (NCCL all-reduce) or,
+on CPU, over N logical CPU devices split off the host CPU before TensorFlow initialises
+(``tf.config.set_logical_device_configuration``). Replica ``r`` trains on samples
+``start + r*share ..`` of every global batch (bench_engine.shards), its shard resident on its
+device (or fed from host memory); each replica scales its mean loss by ``1/N`` and Keras's
+optimizer all-reduces (sums) the gradients before the update, so the step follows the
+gradient of the global mean loss; BatchNorm statistics stay per replica. An XLA function
+cannot capture mirrored variables (it would read replica 0's copy on every device), so with
+``xla`` the per-replica forward and backward are compiled as a stateless function of the
+replica's variable values (``Model.stateless_call``); the all-reduce and the SGD update run
+in the enclosing ``tf.function``.
 """
 
 from __future__ import annotations
@@ -67,6 +79,24 @@ def _driver_version() -> str | None:
     except Exception:  # no driver, no NVML: simply unknown
         return None
     return version.decode() if isinstance(version, bytes) else str(version)
+
+
+def configure_devices(tf: Any, kind: str, world: int) -> list[str]:
+    """The devices of a ``world``-device run: the first GPUs, or logical CPUs split off the host CPU.
+
+    Must run before the TensorFlow runtime initialises its devices (the logical CPU split).
+    """
+    if kind == "cuda":
+        gpus = tf.config.list_physical_devices("GPU")
+        if len(gpus) < world:
+            raise UnsupportedError(f"{world} devices requested but TensorFlow sees {len(gpus)} GPU(s)")
+        return [f"/GPU:{i}" for i in range(world)]
+    if world > 1:
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        current = tf.config.get_logical_device_configuration(cpu)
+        if current is None or len(current) != world:
+            tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(world)])
+    return [f"/CPU:{i}" for i in range(world)]
 
 
 def select_device(tf: Any, requested: str) -> str:
@@ -177,6 +207,106 @@ def _dynamic_slice(tf: Any) -> Callable[..., Any]:
     return tfxla.dynamic_slice
 
 
+def build_replicated_step(
+    tf: Any,
+    model: Any,
+    optimizer: Any | None,
+    strategy: Any,
+    *,
+    world: int,
+    train: bool,
+    compile_function: bool,
+    jit_compile: bool,
+    resident: tuple[Any, Any] | None,
+    shape: tuple[int, int, int],
+) -> Callable[..., Any]:
+    """The several-device step: ``step(start, size)`` on per-replica resident shards, else ``step(x, y)``
+    with per-replica batches; returns the per-replica losses (training) or logits (inference).
+
+    ``start`` is the shard start of the step (the same on every replica), ``size`` each replica's
+    share. Each replica's loss is scaled by ``1/world`` before the gradient; Keras's optimizer
+    all-reduces (sums) the gradients across replicas in ``apply``.
+    """
+    trainable = model.trainable_variables if train else []
+    non_trainable = model.non_trainable_variables
+    loss_scale = getattr(optimizer, "dynamic_scale", None)  # fp16: LossScaleOptimizer's dynamic scale
+
+    def mean_loss(logits: Any, y: Any) -> Any:
+        return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=tf.cast(logits, tf.float32)))
+
+    if jit_compile:
+        # XLA: a stateless function of the replica's variable values (no captured mirrored variable)
+        def grads_core(train_values: list[Any], other_values: list[Any], x: Any, y: Any, scale: Any) -> Any:
+            with tf.GradientTape() as tape:
+                tape.watch(train_values)
+                logits, new_other = model.stateless_call(train_values, other_values, x, training=True)
+                loss = mean_loss(logits, y)
+                scaled = loss * (scale / world)
+            return loss, tape.gradient(scaled, train_values), new_other
+
+        def infer_core(train_values: list[Any], other_values: list[Any], x: Any) -> Any:
+            logits, _ = model.stateless_call(train_values, other_values, x, training=False)
+            return logits
+
+        xla_grads = tf.function(grads_core, jit_compile=True, autograph=False)
+        xla_infer = tf.function(infer_core, jit_compile=True, autograph=False)
+
+        def train_replica(x: Any, y: Any) -> Any:
+            scale = tf.cast(loss_scale.value, tf.float32) if loss_scale is not None else tf.constant(1.0, tf.float32)
+            loss, grads, new_other = xla_grads([v.value for v in trainable], [v.value for v in non_trainable], x, y, scale)
+            for variable, value in zip(non_trainable, new_other, strict=True):
+                variable.assign(value)  # this replica's batch-norm statistics
+            optimizer.apply(grads, trainable)
+            return loss
+
+        def infer_replica(x: Any, y: Any) -> Any:
+            return xla_infer([v.value for v in model.trainable_variables], [v.value for v in non_trainable], x)
+    else:
+
+        def train_replica(x: Any, y: Any) -> Any:
+            with tf.GradientTape() as tape:
+                loss = mean_loss(model(x, training=True), y)
+                scaled = optimizer.scale_loss(loss / world)
+            grads = tape.gradient(scaled, trainable)
+            optimizer.apply(grads, trainable)
+            return loss
+
+        def infer_replica(x: Any, y: Any) -> Any:
+            return model(x, training=False)
+
+    replica = train_replica if train else infer_replica
+    if resident is not None:
+        images, labels = resident
+        dims = [int(d) for d in shape]
+
+        def step(start: Any, size: int) -> Any:
+            def on_replica(xs: Any, ys: Any, begin: Any) -> Any:
+                x = tf.slice(xs, tf.stack([begin, *([0] * len(dims))]), [size, *dims])
+                y = tf.slice(ys, tf.reshape(begin, [1]), [size])
+                return replica(x, y)
+
+            return strategy.run(on_replica, args=(images, labels, start))
+    else:
+
+        def step(x: Any, y: Any) -> Any:
+            return strategy.run(replica, args=(x, y))
+
+    if compile_function:
+        return tf.function(step, autograph=False)
+    return step
+
+
+def _all_reduce(tf: Any, kind: str | None, devices: list[str]) -> Any:
+    """NCCL all-reduce across GPUs; on logical CPU devices, reduction to the first one."""
+    if kind == "cuda":
+        return tf.distribute.NcclAllReduce()
+    return tf.distribute.ReductionToOneDevice(reduce_to_device=devices[0])
+
+
+def _all_reduce_name(kind: str | None) -> str:
+    return "NcclAllReduce" if kind == "cuda" else "ReductionToOneDevice"
+
+
 @dataclass
 class TensorFlowWorkload(Workload):
     """ResNet training or inference steps under TensorFlow."""
@@ -191,8 +321,14 @@ class TensorFlowWorkload(Workload):
     starts: dict[int, Any] = field(default_factory=dict)  # step start -> int32 tensor made in setup, on the device
     last: Any = None
     keep: list[Any] = field(default_factory=list)  # objects that must outlive the run (model, optimizer, data)
+    strategy: Any = None  # MirroredStrategy of a several-device run
+    shards: Any = None  # its bench_engine.shards.ShardPlan
+    devices: list[str] = field(default_factory=list)
 
     def step(self, batch: StepBatch) -> None:
+        if self.strategy is not None:
+            self.last = self._replicated_step(batch)
+            return
         if self.resident:
             start = self.starts.get(batch.start)
             if start is None:
@@ -202,6 +338,25 @@ class TensorFlowWorkload(Workload):
             end = batch.start + batch.size
             out = self.step_fn(self.host_images[batch.start : end], self.host_labels[batch.start : end])
         self.last = out
+
+    def _replicated_step(self, batch: StepBatch) -> Any:
+        local = self.shards.local(batch)
+        if self.resident:
+            start = self.starts.get(local.start)
+            if start is None:
+                start = self.tf.constant(local.start, self.tf.int32)
+            return self.step_fn(start, local.size)
+        tf, world = self.tf, self.shards.world
+        images = self.host_images[batch.start : batch.start + batch.size].reshape(world, local.size, *self.host_images.shape[1:])
+        labels = self.host_labels[batch.start : batch.start + batch.size].reshape(world, local.size)
+
+        def on_device(ctx: Any) -> tuple[Any, Any]:
+            rank = ctx.replica_id_in_sync_group
+            with tf.device(self.devices[rank]):
+                return tf.convert_to_tensor(images[rank]), tf.convert_to_tensor(labels[rank])
+
+        x, y = self.strategy.experimental_distribute_values_from_function(on_device)
+        return self.step_fn(x, y)
 
     def sync(self) -> None:
         sync_devices = getattr(getattr(self.tf.test, "experimental", None), "sync_devices", None)
@@ -213,15 +368,20 @@ class TensorFlowWorkload(Workload):
     def loss(self) -> float | None:
         if not self.train or self.last is None:
             return None
+        if self.strategy is not None:  # the mean of the replicas' losses (outside the timed windows)
+            return float(self.strategy.reduce(self.tf.distribute.ReduceOp.MEAN, self.last, axis=None).numpy())
         return float(self.last.numpy())
 
     def peak_memory_bytes(self) -> int | None:
         if self.device_kind != "cuda":
             return None
-        try:
-            return int(self.tf.config.experimental.get_memory_info("GPU:0")["peak"])
-        except (ValueError, KeyError):
-            return None
+        peaks = []
+        for index in range(max(1, len(self.devices))):
+            try:
+                peaks.append(int(self.tf.config.experimental.get_memory_info(f"GPU:{index}")["peak"]))
+            except (ValueError, KeyError):
+                pass
+        return max(peaks) if peaks else None
 
 
 class TensorFlowEngine(Engine):
@@ -232,12 +392,15 @@ class TensorFlowEngine(Engine):
 
     def __init__(self) -> None:
         self.device_kind: str | None = None
+        self.devices: list[str] = []
 
     def environment(self, spec: dict[str, Any]) -> dict[str, Any]:
         import keras
         import tensorflow as tf
 
         self.device_kind = select_device(tf, spec.get("device", "auto"))
+        world = int(spec["parity"]["devices"])
+        self.devices = configure_devices(tf, self.device_kind, world)
         build = dict(tf.sysconfig.get_build_info())
         env: dict[str, Any] = {
             "framework": self.framework,
@@ -249,27 +412,31 @@ class TensorFlowEngine(Engine):
         }
         if self.device_kind == "cuda":
             names = []
-            for gpu in tf.config.list_physical_devices("GPU"):
+            gpus = tf.config.list_physical_devices("GPU")
+            for gpu in gpus[:world] if world > 1 else gpus:
                 details = tf.config.experimental.get_device_details(gpu)
                 names.append(str(details.get("device_name", gpu.name)))
             env["devices"] = names
             env["driver"] = _driver_version()
         else:
-            env["devices"] = [_cpu_name()]
+            env["devices"] = [_cpu_name()] * world  # logical CPU devices of one host CPU when world > 1
+        if world > 1:
+            env["extra"]["distribute"] = {"strategy": "MirroredStrategy", "devices": self.devices,
+                                          "all_reduce": _all_reduce_name(self.device_kind)}
         return env
 
     def prepare(self, spec: dict[str, Any], data: Dataset) -> Workload:
         import keras
         import tensorflow as tf
 
+        parity = spec["parity"]
+        world = int(parity["devices"])
         if self.device_kind is None:
             self.device_kind = select_device(tf, spec.get("device", "auto"))
-        parity = spec["parity"]
+            self.devices = configure_devices(tf, self.device_kind, world)
         options = _options(spec)
         precision = parity["precision"]
         optimized = spec["path"] == "optimized"
-        if parity["devices"] != 1:
-            raise UnsupportedError("the TensorFlow engine runs on one device for now (MirroredStrategy not wired yet)")
         if precision in ("fp16", "tf32") and self.device_kind != "cuda":
             raise UnsupportedError(f"precision {precision} needs a CUDA GPU (TF32 and fast fp16 do not exist on CPU)")
         expected_shape = (parity["input"]["height"], parity["input"]["width"], parity["input"]["channels"])
@@ -287,6 +454,8 @@ class TensorFlowEngine(Engine):
         keras.utils.set_random_seed(int(parity["seed"]))
         tf.config.experimental.enable_tensor_float_32_execution(precision == "tf32")
         keras.mixed_precision.set_global_policy(POLICIES[precision])
+        if world > 1:
+            return self._prepare_parallel(spec, data, tf, keras, options, xla, compile_function, train, resident, expected_shape)
 
         with tf.device(device):
             model = build_model(parity["model"]["arch"], int(parity["model"]["num_classes"]), expected_shape)
@@ -329,6 +498,80 @@ class TensorFlowEngine(Engine):
             keep=[model, optimizer, placed],
         )
 
+    def _prepare_parallel(self, spec: dict[str, Any], data: Dataset, tf: Any, keras: Any, options: dict[str, Any], xla: bool,
+                          compile_function: bool, train: bool, resident: bool, shape: tuple[int, int, int]) -> Workload:
+        """The MirroredStrategy workload of a several-device run."""
+        from bench_engine.shards import plan_shards
+
+        parity = spec["parity"]
+        precision = parity["precision"]
+        world = int(parity["devices"])
+        shards = plan_shards(spec, data.samples)
+        devices = self.devices or configure_devices(tf, self.device_kind or "cpu", world)
+        strategy = tf.distribute.MirroredStrategy(devices=devices, cross_device_ops=_all_reduce(tf, self.device_kind, devices))
+        with strategy.scope():
+            model = build_model(parity["model"]["arch"], int(parity["model"]["num_classes"]), shape)
+            optimizer, scaled = None, False
+            if train:
+                opt = parity["optimizer"]
+                optimizer = make_sgd(keras, opt["lr"], opt["momentum"], opt["nesterov"], opt["weight_decay"])
+                if precision == "fp16":
+                    optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+                scaled = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
+                optimizer.build(model.trainable_variables)
+        labels_all = data.labels.astype("int32", copy=False)
+        images, labels, placed, starts = None, None, None, {}
+        if resident:
+            from bench_engine.shards import shard_dataset
+
+            parts = [shard_dataset(data, shards, rank) for rank in range(world)]
+
+            def on_device(ctx: Any) -> tuple[Any, Any]:
+                part = parts[ctx.replica_id_in_sync_group]
+                with tf.device(devices[ctx.replica_id_in_sync_group]):
+                    return (tf.identity(tf.convert_to_tensor(normalize(part.images))),
+                            tf.identity(tf.convert_to_tensor(part.labels.astype("int32", copy=False))))
+
+            placed = strategy.experimental_distribute_values_from_function(on_device)
+            starts = {local: tf.identity(tf.constant(local, tf.int32)) for local in shards.local_starts}
+        else:
+            images, labels = normalize(data.images), labels_all
+        step_fn = build_replicated_step(tf, model, optimizer, strategy, world=world, train=train, compile_function=compile_function,
+                                        jit_compile=xla, resident=placed, shape=shape)
+        weight_decay = bool(train and parity["optimizer"]["weight_decay"])
+        optimizations = _optimizations(compile_function, xla, POLICIES[precision], resident, scaled, weight_decay)
+        if xla:
+            optimizations["xla"]["detail"] = ("per-replica forward and backward under tf.function(jit_compile=True) as a stateless "
+                                              "function of the replica's variables; all-reduce and SGD update outside XLA")
+        optimizations["data_parallel"] = {
+            "applied": True,
+            "detail": f"tf.distribute.MirroredStrategy over {world} {'GPUs' if self.device_kind == 'cuda' else 'logical CPU devices'} "
+                      f"({_all_reduce_name(self.device_kind)}): replica r takes samples start + r*{shards.per_device} .. + "
+                      f"{shards.per_device} of every global batch of {shards.global_batch}"
+                      + (f"; each replica's shard ({shards.shard_samples} samples) resident on its device" if resident else "")
+                      + ("; loss / N per replica, gradients summed by all-reduce" if train else "")
+                      + "; BatchNorm statistics per replica",
+        }
+        return TensorFlowWorkload(
+            trainable_parameters=count_trainable(model),
+            precision=precision_in_effect(tf, keras, precision, scaled),
+            data_placement="device" if resident else "host",
+            optimizations=optimizations,
+            world_size=world,
+            tf=tf,
+            step_fn=step_fn,
+            train=train,
+            resident=resident,
+            host_images=images,
+            host_labels=labels,
+            device_kind=self.device_kind or "cpu",
+            starts=starts,
+            keep=[model, optimizer, placed],
+            strategy=strategy,
+            shards=shards,
+            devices=devices,
+        )
+
     def is_out_of_memory(self, exc: BaseException) -> bool:
         name = type(exc).__name__
         text = str(exc)
@@ -349,6 +592,7 @@ def _optimizations(
         },
         "loss_scaling": {"applied": scaled, "detail": "keras LossScaleOptimizer, dynamic" if scaled else "none"},
         "coupled_l2": {"applied": weight_decay, "detail": "g + wd * w before momentum, as PyTorch SGD" if weight_decay else "no weight decay"},
+        "data_parallel": {"applied": False, "detail": "one device"},
     }
 
 

@@ -1,0 +1,365 @@
+"""One process per device: the engine entrypoint launches its workers and writes the single result.
+
+An engine whose :meth:`~bench_engine.api.Engine.processes` is above 1 for a spec (PyTorch with
+``devices > 1``) is started once, as usual (``<engine> --spec S --result R``). That process is the
+*launcher*: it imports no framework, starts one worker per device with the same command line and
+a torchrun-style environment (``MASTER_ADDR=127.0.0.1``, a free ``MASTER_PORT``, ``RANK``,
+``WORLD_SIZE``, ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE``; ``NCCL_NVLS_ENABLE=0`` always), relays
+their output prefixed with ``[rank r]``, waits for them and writes the run's one result file.
+
+Every worker runs the whole harness on its share of each global batch and writes its own
+result document (full timing windows, start time) into a private folder beside the result.
+The launcher merges them: the work block is rank 0's (every rank counts the global batches, so
+steps and samples are all workers' samples); times are the slowest worker's: each timing
+window, each epoch and the warmup take the maximum over the ranks, setup is the latest
+"ready" instant over the ranks counted from the launcher's start, so the steady-state
+throughput is all workers' samples over the slowest worker's time. Per-rank figures are kept
+in ``measurements.workers``.
+
+Failure never hangs: the first worker to exit non-zero is the root cause; the others get
+:data:`GRACE_S` seconds to notice (a dead peer breaks their collectives), then SIGTERM, then
+SIGKILL. The result then says failed, with that worker's reason, or its exit code or signal and
+its last output lines when it died without writing anything. SIGTERM or SIGINT to the launcher
+stops every worker the same way and reports ``interrupted``.
+
+``BENCH_FAULT=rank:step[:exit|raise|hang][,...]`` (tests only) makes worker ``rank`` die
+(``os._exit(3)``, no result), raise, or stop responding at its step number ``step`` (from 1).
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import queue
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench_engine.api import Engine, StepBatch, Workload
+from bench_engine.harness import latency_of, steady_of
+
+WORKER_ENV = "BENCH_WORKER"
+LAUNCH_WALL_ENV = "BENCH_LAUNCH_WALL"
+FAULT_ENV = "BENCH_FAULT"
+GRACE_S = 10.0  # after the first failure, how long the other workers may take to exit by themselves (env BENCH_LAUNCH_GRACE_S)
+KILL_WAIT_S = 10.0  # after SIGTERM, before SIGKILL
+TAIL_LINES = 25
+WORKER_KEY = "_worker"  # private key of a worker's document (never in the final result)
+# Kept in every worker's environment: NVLink multicast stays off on shared multi-GPU hosts.
+FIXED_WORKER_ENV = {"NCCL_NVLS_ENABLE": "0"}
+
+
+@dataclass(frozen=True)
+class WorkerInfo:
+    """This process's place in a launched run (torchrun's variables)."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+    local_world_size: int
+    master_addr: str
+    master_port: int
+
+
+def worker_info() -> WorkerInfo | None:
+    """The worker this process is, or None when it is not a launched worker."""
+    if os.environ.get(WORKER_ENV) != "1":
+        return None
+    env = os.environ
+    return WorkerInfo(
+        rank=int(env["RANK"]),
+        world_size=int(env["WORLD_SIZE"]),
+        local_rank=int(env.get("LOCAL_RANK", env["RANK"])),
+        local_world_size=int(env.get("LOCAL_WORLD_SIZE", env["WORLD_SIZE"])),
+        master_addr=env.get("MASTER_ADDR", "127.0.0.1"),
+        master_port=int(env.get("MASTER_PORT", "0")),
+    )
+
+
+def free_port() -> int:
+    """A TCP port free on the loopback interface now (the rendezvous of the workers)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def worker_env(rank: int, world: int, port: int, launch_wall: float) -> dict[str, str]:
+    """The environment of worker ``rank``: the launcher's, plus torchrun's variables."""
+    return {
+        **os.environ,
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(port),
+        "RANK": str(rank),
+        "WORLD_SIZE": str(world),
+        "LOCAL_RANK": str(rank),
+        "LOCAL_WORLD_SIZE": str(world),
+        WORKER_ENV: "1",
+        LAUNCH_WALL_ENV: repr(launch_wall),
+        "PYTHONUNBUFFERED": "1",
+        **FIXED_WORKER_ENV,
+    }
+
+
+# ----------------------------------------------------------------------------- fault injection (tests)
+
+
+class InjectedFault(RuntimeError):
+    """Raised by a worker told to fail (BENCH_FAULT=rank:step:raise)."""
+
+
+def inject_fault(workload: Workload, worker: WorkerInfo) -> None:
+    """Arm BENCH_FAULT (``rank:step[:mode]``, comma-separated) on ``workload`` where it names this worker."""
+    for entry in filter(None, os.environ.get(FAULT_ENV, "").split(",")):
+        parts = entry.split(":")
+        if int(parts[0]) == worker.rank:
+            _arm(workload, worker.rank, int(parts[1]), parts[2] if len(parts) > 2 else "exit")
+
+
+def _arm(workload: Workload, rank: int, step: int, mode: str) -> None:
+    inner = workload.step
+    count = [0]
+
+    def faulty_step(batch: StepBatch) -> None:
+        count[0] += 1
+        if count[0] >= step:
+            print(f"[bench-engine] BENCH_FAULT: rank {rank} fails at step {count[0]} ({mode})", file=sys.stderr, flush=True)
+            if mode == "raise":
+                raise InjectedFault(f"injected fault on rank {rank} at step {count[0]}")
+            if mode == "hang":
+                while True:
+                    time.sleep(3600)
+            os._exit(3)
+        inner(batch)
+
+    workload.step = faulty_step  # type: ignore[method-assign]
+
+
+# ----------------------------------------------------------------------------- merging the workers' documents
+
+
+def merge_measurements(docs: list[dict[str, Any]], launch_wall: float) -> dict[str, Any]:
+    """The run's measurements from every worker's: the slowest worker's time for every figure."""
+    all_m = [d["measurements"] for d in docs]
+    base = dict(all_m[0])
+    counts = {len(m.get("windows") or []) for m in all_m}
+    if len(counts) != 1:
+        raise RuntimeError(f"workers timed different numbers of windows: {sorted(counts)}")
+    windows = []
+    for parts in zip(*(m.get("windows") or [] for m in all_m), strict=True):
+        if len({(w[0], w[1]) for w in parts}) != 1:
+            raise RuntimeError(f"workers disagree on a timing window: {parts}")
+        windows.append([parts[0][0], parts[0][1], max(w[2] for w in parts)])
+    epochs = []
+    for parts in zip(*(m.get("epochs") or [] for m in all_m), strict=True):
+        epochs.append({**parts[0], "time_s": max(e["time_s"] for e in parts)})
+    offsets = [_offset(d, launch_wall) for d in docs]
+    peaks = [m.get("peak_memory_bytes") for m in all_m if m.get("peak_memory_bytes") is not None]
+    base.update(
+        setup_s=max(m["setup_s"] + off for m, off in zip(all_m, offsets, strict=True)),
+        warmup_s=max(m["warmup_s"] for m in all_m),
+        epochs=epochs,
+        windows=windows,
+        steady=steady_of(windows),
+        peak_memory_bytes=max(peaks) if peaks else None,
+    )
+    latency = latency_of(windows)
+    if latency:
+        base["latency_ms"] = latency
+    else:
+        base.pop("latency_ms", None)
+    base["workers"] = [
+        {"rank": d[WORKER_KEY]["rank"], "setup_s": m["setup_s"] + off, "warmup_s": m["warmup_s"],
+         "steady_time_s": steady_of(m.get("windows") or [])["time_s"], "peak_memory_bytes": m.get("peak_memory_bytes")}
+        for d, m, off in zip(docs, all_m, offsets, strict=True)
+    ]
+    return base
+
+
+def _offset(doc: dict[str, Any], launch_wall: float) -> float:
+    """Seconds from the launcher's start to the worker's start."""
+    start = (doc.get(WORKER_KEY) or {}).get("start_wall")
+    return max(0.0, float(start) - launch_wall) if start is not None else 0.0
+
+
+def merge_results(docs: list[dict[str, Any]], launch_wall: float) -> dict[str, Any]:
+    """The single result of a run whose workers all finished ok (``docs`` in rank order)."""
+    result = {k: v for k, v in docs[0].items() if k != WORKER_KEY}
+    work = [d["work"] for d in docs]
+    for field in ("steps", "samples", "epochs", "batch_global", "world_size"):
+        values = {w[field] for w in work}
+        if len(values) != 1:
+            raise RuntimeError(f"workers disagree on {field}: {sorted(values)}")
+    result["measurements"] = merge_measurements(docs, launch_wall)
+    return result
+
+
+# ----------------------------------------------------------------------------- the launcher
+
+
+@dataclass
+class _Worker:
+    rank: int
+    proc: subprocess.Popen[str]
+    result: Path
+    tail: collections.deque[str]
+    code: int | None = None
+    exited_at: float | None = None
+
+
+def _relay(worker: _Worker) -> None:
+    assert worker.proc.stdout is not None
+    for line in iter(worker.proc.stdout.readline, ""):
+        worker.tail.append(line.rstrip("\n"))
+        sys.stderr.write(f"[rank {worker.rank}] {line}")
+        sys.stderr.flush()
+    worker.proc.stdout.close()
+
+
+def _wait(worker: _Worker, exits: queue.Queue[int]) -> None:
+    worker.code = worker.proc.wait()
+    worker.exited_at = time.monotonic()
+    exits.put(worker.rank)
+
+
+def _signal_all(workers: list[_Worker], sig: int) -> None:
+    for worker in workers:
+        if worker.proc.poll() is None:
+            try:
+                worker.proc.send_signal(sig)
+            except ProcessLookupError:
+                pass
+
+
+def _stop_all(workers: list[_Worker], exits: queue.Queue[int], grace_s: float) -> None:
+    """Wait ``grace_s`` for the workers to exit by themselves, then SIGTERM, then SIGKILL."""
+    for sig, wait in ((None, grace_s), (signal.SIGTERM, KILL_WAIT_S), (signal.SIGKILL, KILL_WAIT_S)):
+        if sig is not None:
+            _signal_all(workers, sig)
+        deadline = time.monotonic() + wait
+        while any(w.code is None for w in workers) and time.monotonic() < deadline:
+            try:
+                exits.get(timeout=0.2)
+            except queue.Empty:
+                pass
+        if all(w.code is not None for w in workers):
+            return
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _describe_exit(code: int | None) -> str:
+    if code is None:
+        return "did not exit"
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with code {code}"
+
+
+def launch(engine: Engine, spec: dict[str, Any], spec_path: Path, result_path: Path) -> tuple[dict[str, Any], int]:
+    """Run ``spec`` as ``engine.processes(spec)`` worker processes; return the single result and exit code."""
+    from bench_engine.main import cap_windows, log
+
+    launch_wall = time.time()
+    world = engine.processes(spec)
+    folder = result_path.parent / f".{result_path.name}.workers"
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    port = free_port()
+    module = type(engine).__module__.split(".")[0]
+    log(f"launching {world} worker processes (one per device), rendezvous 127.0.0.1:{port}")
+    exits: queue.Queue[int] = queue.Queue()
+    workers: list[_Worker] = []
+    threads: list[threading.Thread] = []
+    interrupted = False
+    try:
+        for rank in range(world):
+            out = folder / f"rank-{rank}.json"
+            argv = [sys.executable, "-m", module, "--spec", str(spec_path), "--result", str(out)]
+            proc = subprocess.Popen(argv, env=worker_env(rank, world, port, launch_wall), stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, text=True, bufsize=1)
+            worker = _Worker(rank, proc, out, collections.deque(maxlen=TAIL_LINES))
+            workers.append(worker)
+            for target in (_relay, _wait):
+                thread = threading.Thread(target=target, args=(worker, exits) if target is _wait else (worker,), daemon=True)
+                thread.start()
+                threads.append(thread)
+        while any(w.code is None for w in workers):
+            try:
+                rank = exits.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            if workers[rank].code != 0:
+                log(f"rank {rank} {_describe_exit(workers[rank].code)}; stopping the other workers")
+                _stop_all(workers, exits, float(os.environ.get("BENCH_LAUNCH_GRACE_S", GRACE_S)))
+                break
+    except KeyboardInterrupt:
+        interrupted = True
+        log("interrupted: stopping every worker")
+        _stop_all(workers, exits, 0.0)
+    for thread in threads:
+        thread.join(timeout=5)
+    docs = [_read(w.result) for w in workers]
+    try:
+        if not interrupted and all(w.code == 0 for w in workers) and all(d and d.get("status") == "ok" for d in docs):
+            try:
+                result = merge_results(docs, launch_wall)  # type: ignore[arg-type]
+                cap_windows(result["measurements"], spec["measurement"]["max_step_samples"])
+                return result, 0
+            except (KeyError, RuntimeError, TypeError, ValueError) as exc:
+                return _failed(engine, spec, docs, "crash", f"cannot merge the workers' results: {exc}", None), 1
+        if interrupted:
+            return _failed(engine, spec, docs, "interrupted", "terminated by signal", None), 130
+        root = min((w for w in workers if w.code not in (0, None)), key=lambda w: w.exited_at or float("inf"), default=None)
+        if root is None:  # every worker exited 0 but one result is missing or not ok
+            bad = next(w for w, d in zip(workers, docs, strict=True) if not d or d.get("status") != "ok")
+            return _failed(engine, spec, docs, "crash", f"rank {bad.rank} of {world} exited 0 without an ok result", None), 1
+        doc = docs[root.rank]
+        if doc and doc.get("failure"):
+            failure = doc["failure"]
+            return _failed(engine, spec, docs, failure["kind"], f"rank {root.rank} of {world}: {failure['message']}",
+                           failure.get("traceback")), 130 if failure["kind"] == "interrupted" else 1
+        tail = "\n".join(root.tail)
+        message = f"rank {root.rank} of {world} {_describe_exit(root.code)} without writing a result; last output:\n{tail}"
+        return _failed(engine, spec, docs, "crash", message, None), 1
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _failed(engine: Engine, spec: dict[str, Any], docs: list[dict[str, Any] | None], kind: str, message: str,
+            trace: str | None) -> dict[str, Any]:
+    """A failed result for the run: rank 0's environment and partial work when it wrote them."""
+    from bench_engine.main import base_result, cap_windows, log
+
+    result = base_result(engine, spec)
+    rank0 = docs[0] if docs else None
+    if rank0:
+        result["environment"] = rank0.get("environment") or result["environment"]
+        for key in ("work", "measurements"):
+            if key in rank0:
+                result[key] = rank0[key]
+        if "measurements" in result:
+            cap_windows(result["measurements"], spec["measurement"]["max_step_samples"])
+    result["status"] = "failed"
+    if len(message) > 2000:
+        message = message[:400] + "\n...\n" + message[-1500:]
+    result["failure"] = {"kind": kind, "message": message}
+    if trace:
+        result["failure"]["traceback"] = trace[-8000:]
+    log(f"failed ({kind}): {message.splitlines()[0] if message else ''}")
+    return result
