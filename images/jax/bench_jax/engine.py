@@ -227,14 +227,17 @@ class JaxWorkload(Workload):
         return float(self._last)
 
     def peak_memory_bytes(self) -> int | None:
-        try:
-            stats = self.device.memory_stats()
-        except Exception:
-            return None
-        if not stats:
-            return None
-        peak = stats.get("peak_bytes_in_use", stats.get("bytes_in_use"))
-        return int(peak) if peak is not None else None
+        """The device's peak (the largest over the mesh's devices when data parallel)."""
+        peaks = []
+        for device in (list(self.mesh.devices.flat) if self.mesh is not None else [self.device]):
+            try:
+                stats = device.memory_stats()
+            except Exception:
+                continue
+            peak = (stats or {}).get("peak_bytes_in_use", (stats or {}).get("bytes_in_use"))
+            if peak is not None:
+                peaks.append(int(peak))
+        return max(peaks) if peaks else None
 
 
 # ----------------------------------------------------------------------------- engine
