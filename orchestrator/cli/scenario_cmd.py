@@ -41,6 +41,7 @@ def run(
     smoke: bool = typer.Option(False, "--smoke", help="Shrink the scenario (few steps, small synthetic data) for a quick check."),
     out_dir: Path = typer.Option(None, "--out", help="Artifact root (default: results/)."),
     python: str = typer.Option(None, "--python", help="Interpreter for the local runtime (default: bench's own, or a bench env)."),
+    visible_devices: str = typer.Option(None, "--visible-devices", help="GPU indices to use, e.g. 2,3 (local: CUDA_VISIBLE_DEVICES; docker: device requests)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Validate and print the run matrix without running."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Echo engine output."),
@@ -64,6 +65,10 @@ def run(
         _show_plans(scenario, plans, as_json)
         return
     settings: dict = {"interpreter": python} if python else {}
+    if visible_devices:
+        if not all(part.strip().isdigit() for part in visible_devices.split(",")):
+            raise BadInput(f"--visible-devices: '{visible_devices}' is not a comma-separated list of GPU indices")
+        settings["visible_devices"] = visible_devices.replace(" ", "")
     from orchestrator.runtimes.slurm_job import settings_from_cli
 
     slurm = settings_from_cli(slurm_partition, slurm_account, slurm_time, slurm_gpus, slurm_sbatch_args, slurm_mode,

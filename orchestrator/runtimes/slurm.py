@@ -291,7 +291,7 @@ class SlurmRuntime(Runtime):
         else:
             spec, result, output = paths.spec, paths.result, paths.log
         spec_doc = json.loads(paths.spec.read_text())
-        env = {**FIXED_ENV, **{str(k): str(v) for k, v in (settings.get("env") or {}).items()}}
+        env = {**{str(k): str(v) for k, v in (settings.get("env") or {}).items()}, **FIXED_ENV}  # NVLink multicast stays off
         artifact_id = paths.run_dir.parent.parent.name
         job = JobRequest(
             job_name=f"bench-{artifact_id}-{paths.run_dir.name}", workdir=folder, output=output, spec=spec, result=result,
