@@ -29,6 +29,7 @@ import numpy as np
 
 from bench_engine.api import Engine, StepBatch, UnsupportedError, Workload
 from bench_engine.data import Dataset, DatasetError, normalize
+from bench_engine.nvidia import driver_version
 
 PRECISIONS = ("fp32", "tf32", "bf16")
 
@@ -315,22 +316,6 @@ def _cuda_versions() -> tuple[str | None, str | None]:
     return out[0], out[1]
 
 
-def _driver_version() -> str | None:
-    try:
-        import pynvml
-    except ImportError:
-        return None
-    try:
-        pynvml.nvmlInit()
-        try:
-            version = pynvml.nvmlSystemGetDriverVersion()
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception:
-        return None
-    return version.decode() if isinstance(version, bytes) else str(version)
-
-
 def _tf32_capable(kind: str, devices: list[Any]) -> bool:
     """Whether the device has TF32 tensor cores (NVIDIA compute capability 8.0 or newer)."""
     if kind != "cuda" or not devices:
@@ -428,7 +413,7 @@ class JaxEngine(Engine):
             "framework_version": jax.__version__,
             "cuda": cuda,
             "cudnn": cudnn,
-            "driver": _driver_version() if kind == "cuda" else None,
+            "driver": driver_version() if kind == "cuda" else None,
             "device_kind": kind,
             "devices": names,
             "extra": extra,

@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 from bench_engine.api import UnsupportedError
+from bench_engine.nvidia import driver_version
 
 
 def resolve_device(requested: str) -> torch.device:
@@ -31,22 +32,6 @@ def _cudnn_version() -> str | None:
     # cuDNN 9 encodes major*10000 + minor*100 + patch; cuDNN 8 major*1000 + minor*100 + patch
     major, rest = divmod(version, 10000) if version >= 90000 else divmod(version, 1000)
     return f"{major}.{rest // 100}.{rest % 100}"
-
-
-def _driver_version() -> str | None:
-    try:
-        import pynvml
-    except ImportError:
-        return None
-    try:
-        pynvml.nvmlInit()
-        try:
-            version = pynvml.nvmlSystemGetDriverVersion()
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception:  # no NVML library or no GPU: the driver is unknown
-        return None
-    return version.decode() if isinstance(version, bytes) else str(version)
 
 
 def _cpu_name() -> str:
@@ -92,7 +77,7 @@ def describe(spec: dict[str, Any]) -> dict[str, Any]:
         "framework_version": torch.__version__,
         "cuda": torch.version.cuda,
         "cudnn": _cudnn_version(),
-        "driver": _driver_version(),
+        "driver": driver_version(),
         "device_kind": device.type,
         "devices": devices,
         "extra": extra,

@@ -33,6 +33,7 @@ from typing import Any
 
 from bench_engine.api import Engine, StepBatch, UnsupportedError, Workload
 from bench_engine.data import Dataset, DatasetError, normalize
+from bench_engine.nvidia import driver_version
 from bench_tensorflow.model import build_model, count_trainable
 
 POLICIES = {"fp32": "float32", "tf32": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
@@ -62,23 +63,6 @@ def _cpu_name() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine() or "cpu"
-
-
-def _driver_version() -> str | None:
-    """The NVIDIA driver version through NVML, when the bindings and a driver are present."""
-    try:
-        import pynvml
-    except ImportError:
-        return None
-    try:
-        pynvml.nvmlInit()
-        try:
-            version = pynvml.nvmlSystemGetDriverVersion()
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception:  # no driver, no NVML: simply unknown
-        return None
-    return version.decode() if isinstance(version, bytes) else str(version)
 
 
 def configure_devices(tf: Any, kind: str, world: int) -> list[str]:
@@ -417,7 +401,7 @@ class TensorFlowEngine(Engine):
                 details = tf.config.experimental.get_device_details(gpu)
                 names.append(str(details.get("device_name", gpu.name)))
             env["devices"] = names
-            env["driver"] = _driver_version()
+            env["driver"] = driver_version()
         else:
             env["devices"] = [_cpu_name()] * world  # logical CPU devices of one host CPU when world > 1
         if world > 1:
