@@ -14,24 +14,9 @@ for _path in (REPO / "images" / "common", REPO / "images" / "pytorch"):
         sys.path.insert(0, str(_path))
 
 from orchestrator.models import trainable_parameters  # noqa: E402
+from tests.engine_outcomes import expect_failed, expect_ok  # noqa: E402
 
 EXPECTED_10 = trainable_parameters("resnet50_v1.5", 10)
-
-
-def _ok(run_engine: Any, spec: dict[str, Any]) -> dict[str, Any]:
-    code, result, log = run_engine(spec)
-    assert result is not None, log
-    assert result["status"] == "ok", result.get("failure", log)
-    assert code == 0, log
-    return result
-
-
-def _failed(run_engine: Any, spec: dict[str, Any], kind: str) -> dict[str, Any]:
-    code, result, log = run_engine(spec)
-    assert result is not None, log
-    assert result["status"] == "failed" and code == 1, log
-    assert result["failure"]["kind"] == kind, result["failure"]
-    return result
 
 
 def test_model_parameter_counts_match_orchestrator() -> None:
@@ -76,7 +61,7 @@ CPU_RUNS = [("fp32", "optimized", "device"), ("bf16", "optimized", "device"), ("
 def test_train_result_matches_spec(make_spec: Any, run_engine: Any, precision: str, path: str, placement: str) -> None:
     spec = make_spec("pytorch", precision=precision, path=path, batch=16, steps_per_epoch=2, epochs=1, warmup=1)
     spec["parity"]["data_placement"] = placement
-    result = _ok(run_engine, spec)
+    result = expect_ok(run_engine, spec)
     work, measured = result["work"], result["measurements"]
     assert result["environment"]["device_kind"] == "cpu"
     assert result["environment"]["framework_version"].startswith("2.")
@@ -109,7 +94,7 @@ def test_partial_batch_counts_every_sample(make_spec: Any, run_engine: Any) -> N
     # 96 samples, batch 40, drop_last false: steps of 40, 40 and 16 samples, two epochs
     spec = make_spec("pytorch", batch=40, steps_per_epoch=3, epochs=2, warmup=1, drop_last=False,
                      options={"channels_last": True})
-    result = _ok(run_engine, spec)
+    result = expect_ok(run_engine, spec)
     work, measured = result["work"], result["measurements"]
     assert (work["steps"], work["samples"], work["epochs"]) == (6, 192, 2)
     assert [e["samples"] for e in measured["epochs"]] == [96, 96]
@@ -120,7 +105,7 @@ def test_partial_batch_counts_every_sample(make_spec: Any, run_engine: Any) -> N
 
 def test_infer_reports_latency(make_spec: Any, run_engine: Any) -> None:
     spec = make_spec("pytorch", mode="infer", batch=8, steps_per_epoch=3, warmup=1)
-    result = _ok(run_engine, spec)
+    result = expect_ok(run_engine, spec)
     work, measured = result["work"], result["measurements"]
     assert work["mode"] == "infer" and (work["steps"], work["samples"]) == (3, 24)
     latency = measured["latency_ms"]
@@ -130,14 +115,14 @@ def test_infer_reports_latency(make_spec: Any, run_engine: Any) -> None:
 
 @pytest.mark.parametrize("precision", ["fp16", "tf32"])
 def test_cuda_only_precisions_unsupported_on_cpu(make_spec: Any, run_engine: Any, precision: str) -> None:
-    result = _failed(run_engine, make_spec("pytorch", precision=precision, batch=8, steps_per_epoch=1), "unsupported")
+    result = expect_failed(run_engine, make_spec("pytorch", precision=precision, batch=8, steps_per_epoch=1), "unsupported")
     assert precision in result["failure"]["message"]
 
 
 def test_unknown_arch_unsupported(make_spec: Any, run_engine: Any) -> None:
     spec = make_spec("pytorch", batch=8, steps_per_epoch=1)
     spec["parity"]["model"]["arch"] = "no_such_net"
-    result = _failed(run_engine, spec, "unsupported")
+    result = expect_failed(run_engine, spec, "unsupported")
     assert "no_such_net" in result["failure"]["message"]
 
 
@@ -148,13 +133,13 @@ def test_cuda_device_without_gpu_unsupported(make_spec: Any, run_engine: Any) ->
         pytest.skip("a GPU is visible")
     spec = make_spec("pytorch", batch=8, steps_per_epoch=1)
     spec["device"] = "cuda"
-    _failed(run_engine, spec, "unsupported")
+    expect_failed(run_engine, spec, "unsupported")
 
 
 def test_wrong_dataset_hash_is_bad_spec(make_spec: Any, run_engine: Any) -> None:
     spec = make_spec("pytorch", batch=8, steps_per_epoch=1)
     spec["parity"]["dataset"]["sha256"] = "0" * 64
-    result = _failed(run_engine, spec, "bad_spec")
+    result = expect_failed(run_engine, spec, "bad_spec")
     assert "work" not in result
 
 

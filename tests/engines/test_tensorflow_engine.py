@@ -23,7 +23,7 @@ for _path in (REPO / "images" / "common", REPO / "images" / "tensorflow"):
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from orchestrator.models import trainable_parameters  # noqa: E402
-from orchestrator.parity import check_against_spec  # noqa: E402
+from tests.engine_outcomes import expect_failed, expect_ok  # noqa: E402
 
 ARCH = "resnet50_v1.5"
 EXPECTED_10 = trainable_parameters(ARCH, 10)
@@ -34,23 +34,6 @@ def _tf() -> tuple[Any, Any]:
     import tensorflow as tf
 
     return tf, keras
-
-
-def _ok(run_engine: Any, spec: dict[str, Any]) -> dict[str, Any]:
-    code, result, log = run_engine(spec)  # run_engine validates the result against the schema
-    assert result is not None, log
-    assert result["status"] == "ok", result.get("failure", log)
-    assert code == 0, log
-    assert check_against_spec(spec, result, result["environment"]["device_kind"]) == []
-    return result
-
-
-def _failed(run_engine: Any, spec: dict[str, Any], kind: str) -> dict[str, Any]:
-    code, result, log = run_engine(spec)
-    assert result is not None, log
-    assert result["status"] == "failed" and code == 1, log
-    assert result["failure"]["kind"] == kind, result["failure"]
-    return result
 
 
 # ----------------------------------------------------------------------------- the model
@@ -336,7 +319,7 @@ def test_fp32_optimized_and_baseline_agree(make_spec: Any, run_engine: Any) -> N
         spec = make_spec("tensorflow", precision="fp32", path=path, batch=4, steps_per_epoch=2, warmup=1)
         if path == "baseline":
             spec["parity"]["data_placement"] = "host"
-        result = results[path] = _ok(run_engine, spec)
+        result = results[path] = expect_ok(run_engine, spec)
         _check_train(result, spec, steps=2, samples=8)
         work = result["work"]
         _check_precision(work, "fp32")
@@ -350,7 +333,7 @@ def test_fp32_optimized_and_baseline_agree(make_spec: Any, run_engine: Any) -> N
 
 def test_bf16_optimized(make_spec: Any, run_engine: Any) -> None:
     spec = make_spec("tensorflow", precision="bf16", path="optimized", batch=4, steps_per_epoch=2, warmup=1)
-    result = _ok(run_engine, spec)
+    result = expect_ok(run_engine, spec)
     _check_train(result, spec, steps=2, samples=8)
     _check_precision(result["work"], "bf16")
     assert result["work"]["optimizations"]["xla"]["applied"] is True
@@ -361,7 +344,7 @@ def test_partial_batch_bf16_baseline_counts_every_sample(make_spec: Any, run_eng
     # 96 samples, batch 40, drop_last false: steps of 40, 40 and 16 samples (fed from the host)
     spec = make_spec("tensorflow", precision="bf16", path="baseline", batch=40, steps_per_epoch=3, warmup=1, drop_last=False)
     spec["parity"]["data_placement"] = "host"
-    result = _ok(run_engine, spec)
+    result = expect_ok(run_engine, spec)
     _check_train(result, spec, steps=3, samples=96)
     _check_precision(result["work"], "bf16")
     measured = result["measurements"]
@@ -372,7 +355,7 @@ def test_partial_batch_bf16_baseline_counts_every_sample(make_spec: Any, run_eng
 
 def test_infer_reports_latency(make_spec: Any, run_engine: Any) -> None:
     spec = make_spec("tensorflow", mode="infer", batch=4, steps_per_epoch=3, warmup=1)
-    result = _ok(run_engine, spec)
+    result = expect_ok(run_engine, spec)
     work, measured = result["work"], result["measurements"]
     assert work["mode"] == "infer" and (work["steps"], work["samples"]) == (3, 12)
     assert work["optimizations"]["xla"]["applied"] is True
@@ -382,7 +365,7 @@ def test_infer_reports_latency(make_spec: Any, run_engine: Any) -> None:
 
 
 def test_fp16_on_cpu_fails_unsupported(make_spec: Any, run_engine: Any) -> None:
-    result = _failed(run_engine, make_spec("tensorflow", precision="fp16", batch=4, steps_per_epoch=1), "unsupported")
+    result = expect_failed(run_engine, make_spec("tensorflow", precision="fp16", batch=4, steps_per_epoch=1), "unsupported")
     assert "fp16" in result["failure"]["message"]
 
 
@@ -416,5 +399,5 @@ def test_prepare_refuses_what_it_cannot_do(make_spec: Any) -> None:
 def test_wrong_dataset_hash_is_bad_spec(make_spec: Any, run_engine: Any) -> None:
     spec = make_spec("tensorflow", batch=4, steps_per_epoch=1)
     spec["parity"]["dataset"]["sha256"] = "0" * 64
-    result = _failed(run_engine, spec, "bad_spec")
+    result = expect_failed(run_engine, spec, "bad_spec")
     assert "work" not in result and result["environment"]["framework_version"].startswith("2.")

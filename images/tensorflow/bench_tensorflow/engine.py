@@ -368,6 +368,19 @@ class TensorFlowWorkload(Workload):
         return max(peaks) if peaks else None
 
 
+def _model_and_optimizer(keras: Any, parity: dict[str, Any], shape: tuple[int, int, int], train: bool) -> tuple[Any, Any, bool]:
+    """The model and (training) its SGD, loss-scaled for fp16; built in the caller's device or strategy scope."""
+    model = build_model(parity["model"]["arch"], int(parity["model"]["num_classes"]), shape)
+    if not train:
+        return model, None, False
+    opt = parity["optimizer"]
+    optimizer = make_sgd(keras, opt["lr"], opt["momentum"], opt["nesterov"], opt["weight_decay"])
+    if parity["precision"] == "fp16":
+        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+    optimizer.build(model.trainable_variables)
+    return model, optimizer, isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
+
+
 class TensorFlowEngine(Engine):
     """bench's TensorFlow engine: hand-built Keras ResNet, custom tf.function / XLA train step."""
 
@@ -442,15 +455,7 @@ class TensorFlowEngine(Engine):
             return self._prepare_parallel(spec, data, tf, keras, options, xla, compile_function, train, resident, expected_shape)
 
         with tf.device(device):
-            model = build_model(parity["model"]["arch"], int(parity["model"]["num_classes"]), expected_shape)
-            optimizer, scaled = None, False
-            if train:
-                opt = parity["optimizer"]
-                optimizer = make_sgd(keras, opt["lr"], opt["momentum"], opt["nesterov"], opt["weight_decay"])
-                if precision == "fp16":
-                    optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
-                scaled = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
-                optimizer.build(model.trainable_variables)
+            model, optimizer, scaled = _model_and_optimizer(keras, parity, expected_shape, train)
             images = normalize(data.images)
             labels = data.labels.astype("int32", copy=False)
             placed, starts = None, {}
@@ -494,15 +499,7 @@ class TensorFlowEngine(Engine):
         devices = self.devices or configure_devices(tf, self.device_kind or "cpu", world)
         strategy = tf.distribute.MirroredStrategy(devices=devices, cross_device_ops=_all_reduce(tf, self.device_kind, devices))
         with strategy.scope():
-            model = build_model(parity["model"]["arch"], int(parity["model"]["num_classes"]), shape)
-            optimizer, scaled = None, False
-            if train:
-                opt = parity["optimizer"]
-                optimizer = make_sgd(keras, opt["lr"], opt["momentum"], opt["nesterov"], opt["weight_decay"])
-                if precision == "fp16":
-                    optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
-                scaled = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
-                optimizer.build(model.trainable_variables)
+            model, optimizer, scaled = _model_and_optimizer(keras, parity, shape, train)
         labels_all = data.labels.astype("int32", copy=False)
         images, labels, placed, starts = None, None, None, {}
         if resident:

@@ -1,0 +1,26 @@
+"""Assertions on an engine run's outcome, shared by the engine tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from orchestrator.parity import check_against_spec
+
+
+def expect_ok(run_engine: Any, spec: dict[str, Any]) -> dict[str, Any]:
+    """Run ``spec``; the result must be ok, exit 0, and do exactly the work of its spec."""
+    code, result, log = run_engine(spec)  # run_engine validates the result against the schema
+    assert result is not None, log
+    assert result["status"] == "ok", result.get("failure", log)
+    assert code == 0, log
+    assert check_against_spec(spec, result, result["environment"]["device_kind"]) == []
+    return result
+
+
+def expect_failed(run_engine: Any, spec: dict[str, Any], kind: str) -> dict[str, Any]:
+    """Run ``spec``; the result must say failed with ``kind`` and the exit code be 1."""
+    code, result, log = run_engine(spec)
+    assert result is not None, log
+    assert result["status"] == "failed" and code == 1, log
+    assert result["failure"]["kind"] == kind, result["failure"]
+    return result
