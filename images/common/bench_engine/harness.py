@@ -16,6 +16,7 @@ same global batches, and the launcher keeps the slowest worker's times (bench_en
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +33,40 @@ def batches_of_epoch(epoch: int, samples: int, batch: int, steps_per_epoch: int)
             raise ValueError(f"step {index} of epoch {epoch} starts past the dataset ({samples} samples)")
         out.append(StepBatch(epoch=epoch, index=index, start=start, size=size))
     return out
+
+
+@dataclass(frozen=True)
+class Block:
+    """Steps the harness issues between two clock reads: the warmup block or one timing window."""
+
+    epoch: int
+    warmup: bool
+    steps: list[StepBatch]
+    last_of_epoch: bool
+
+
+def timing_blocks(spec: dict[str, Any], samples: int, world_size: int = 1) -> Iterator[Block]:
+    """Every block of the run in order: the warmup steps, then windows of ``window_steps``.
+
+    The one schedule of the harness; engines read it to know in advance which step shapes a run
+    will dispatch (so they can compile them all during setup, never inside the steady state).
+    """
+    parity = spec["parity"]
+    batch = parity["batch"]["per_device"] * world_size
+    window = spec["measurement"]["window_steps"]
+    warmup_left = parity["warmup_steps"]
+    for epoch in range(1, parity["epochs"] + 1):
+        steps = batches_of_epoch(epoch, samples, batch, parity["steps_per_epoch"])
+        position = 0
+        if warmup_left:
+            block = steps[:warmup_left]
+            warmup_left -= len(block)
+            position = len(block)
+            yield Block(epoch, True, block, position >= len(steps))
+        while position < len(steps):
+            block = steps[position : position + window]
+            position += len(block)
+            yield Block(epoch, False, block, position >= len(steps))
 
 
 @dataclass
@@ -90,58 +125,40 @@ def latency_of(windows: list[list[float]]) -> dict[str, float] | None:
 
 def run_harness(workload: Workload, spec: dict[str, Any], samples: int, measured: Measurements) -> Measurements:
     """Run every step of the spec on ``workload``, filling ``measured`` as it goes."""
-    parity = spec["parity"]
-    batch = parity["batch"]["per_device"] * workload.world_size
-    steps_per_epoch = parity["steps_per_epoch"]
-    epochs = parity["epochs"]
-    warmup_left = parity["warmup_steps"]
-    window = spec["measurement"]["window_steps"]
     clock = time.perf_counter
-
-    for epoch in range(1, epochs + 1):
-        steps = batches_of_epoch(epoch, samples, batch, steps_per_epoch)
-        epoch_time = 0.0
-        position = 0
-        if warmup_left:
-            block = steps[:warmup_left]
+    epoch_time = 0.0
+    for block in timing_blocks(spec, samples, workload.world_size):
+        if block.warmup:
             workload.sync()
-            t0 = clock()
-            for item in block:
-                workload.step(item)
-            workload.sync()
-            elapsed = clock() - t0
+        t0 = clock()
+        for item in block.steps:
+            workload.step(item)
+        workload.sync()
+        elapsed = clock() - t0
+        epoch_time += elapsed
+        _count(measured, block.steps)
+        if block.warmup:
             measured.warmup_s += elapsed
-            measured.warmup_steps += len(block)
-            epoch_time += elapsed
-            warmup_left -= len(block)
-            position = len(block)
-            _count(measured, block)
+            measured.warmup_steps += len(block.steps)
             if measured.loss_first is None:
                 measured.loss_first = workload.loss()
-        while position < len(steps):
-            block = steps[position : position + window]
-            t0 = clock()
-            for item in block:
-                workload.step(item)
-            workload.sync()
-            elapsed = clock() - t0
-            measured.windows.append([len(block), sum(b.size for b in block), elapsed])
-            epoch_time += elapsed
-            position += len(block)
-            _count(measured, block)
-        measured.epochs_done = epoch
-        measured.epochs.append(
-            {
-                "epoch": epoch,
-                "steps": len(steps),
-                "samples": sum(b.size for b in steps),
-                "time_s": epoch_time,
-            }
-        )
+        else:
+            measured.windows.append([len(block.steps), sum(b.size for b in block.steps), elapsed])
+        if block.last_of_epoch:
+            measured.epochs_done = block.epoch
+            measured.epochs.append({"epoch": block.epoch, "steps": spec["parity"]["steps_per_epoch"],
+                                    "samples": _epoch_samples(spec, samples, workload.world_size, block.epoch),
+                                    "time_s": epoch_time})
+            epoch_time = 0.0
     measured.final_loss = workload.loss()
     if measured.loss_first is None:
         measured.loss_first = measured.final_loss
     return measured
+
+
+def _epoch_samples(spec: dict[str, Any], samples: int, world_size: int, epoch: int) -> int:
+    batch = spec["parity"]["batch"]["per_device"] * world_size
+    return sum(b.size for b in batches_of_epoch(epoch, samples, batch, spec["parity"]["steps_per_epoch"]))
 
 
 def _count(measured: Measurements, block: list[StepBatch]) -> None:

@@ -32,6 +32,7 @@ from bench_engine.data import Dataset, DatasetError, normalize
 from bench_engine.nvidia import driver_version
 
 PRECISIONS = ("fp32", "tf32", "bf16")
+AUTO_MULTI_STEP = True  # steps_per_dispatch auto: one dispatch per timing window on a GPU's optimized path
 
 
 class TrainState(NamedTuple):
@@ -52,6 +53,7 @@ class StepConfig:
     device_data: bool  # slice the batch from device-resident data inside the step
     size: int  # samples in the batch per device (static: a partial batch gets its own compilation)
     world: int = 1  # devices; above 1 the data carries a leading device axis, sharded over the mesh
+    steps: int = 1  # training steps per dispatch (lax.scan over that many batch starts; device data only)
 
 
 def _option(options: dict[str, Any], name: str, default: Any) -> Any:
@@ -122,6 +124,25 @@ def build_step(model: Any, tx: Any, config: StepConfig, mesh: Any = None) -> Cal
         updates, opt_state = tx.update(grads, state.opt_state, state.params)
         return TrainState(optax.apply_updates(state.params, updates), new_stats, opt_state)
 
+    if config.full_step and config.steps > 1:
+
+        def train_steps(state: TrainState, data: tuple[Any, Any], starts: Any) -> tuple[TrainState, Any]:
+            """``len(starts)`` full SGD steps, one per batch start, in order; the loss of the last."""
+
+            def one(carry: TrainState, where: Any) -> tuple[TrainState, Any]:
+                loss, grads, new_stats = loss_and_grads(carry.params, carry.batch_stats, *fetch(data, where))
+                updated = apply_update(carry, grads, new_stats)
+                # the carry keeps its dtypes (an optimizer's count or a statistic may promote under x64)
+                return jax.tree.map(lambda new, old: new.astype(old.dtype), updated, carry), loss
+
+            state, losses = lax.scan(one, state, starts)
+            return state, losses[-1]
+
+        donate = (0,) if config.donate else ()
+        if parallel:
+            return jax.jit(train_steps, donate_argnums=donate, out_shardings=(replicated, replicated))
+        return jax.jit(train_steps, donate_argnums=donate)
+
     if config.full_step:
 
         def train_step(state: TrainState, data: tuple[Any, Any], where: Any) -> tuple[TrainState, Any]:
@@ -178,16 +199,39 @@ class JaxWorkload(Workload):
     step_config: StepConfig | None = None
     mesh: Any = None  # data parallel: the 1-D device mesh (axis 'data')
     shards: Any = None  # data parallel: bench_engine.shards.ShardPlan
-    _steps: dict[int, Callable[..., Any]] = field(default_factory=dict)
-    _starts: dict[int, Any] = field(default_factory=dict)
+    steps_per_dispatch: int = 1  # >1: full batches are queued and dispatched that many per jitted call
+    _steps: dict[tuple[int, int], Callable[..., Any]] = field(default_factory=dict)
+    _starts: dict[Any, Any] = field(default_factory=dict)
+    _pending: list[StepBatch] = field(default_factory=list)
     _last: Any = None  # latest loss (train) or logits (infer)
 
-    def _step_fn(self, size: int) -> Callable[..., Any]:
-        fn = self._steps.get(size)
+    def precompile(self, calls: set[tuple[int, int]]) -> None:
+        """Compile every (per-device batch, steps per call) the run will dispatch, before timing starts.
+
+        Device-resident data only (the inputs' shapes are known: the placed split and the start
+        indices). The compiled executables are called directly, so no shape ever compiles inside
+        the warmup or the steady state, a kept partial batch and a short queue included.
+        """
+        for size, steps in sorted(calls):
+            fn = self._step_fn(size, steps)
+            where = self._on_device(np.zeros((steps,), np.int32) if steps > 1 else np.int32(0))
+            self._steps[(size, steps)] = fn.lower(self.state, self.data, where).compile()
+
+    def _step_fn(self, size: int, steps: int = 1) -> Callable[..., Any]:
+        fn = self._steps.get((size, steps))
         if fn is None:
             assert self.step_config is not None
-            fn = self._steps[size] = build_step(self.model, self.tx, replace(self.step_config, size=size), self.mesh)
+            config = replace(self.step_config, size=size, steps=steps)
+            fn = self._steps[(size, steps)] = build_step(self.model, self.tx, config, self.mesh)
         return fn
+
+    def _local_start(self, batch: StepBatch) -> int:
+        return self.shards.local(batch).start if self.shards is not None else batch.start
+
+    def _on_device(self, value: Any) -> Any:
+        import jax
+
+        return jax.device_put(value, _replicated(self.mesh) if self.shards is not None else self.device)
 
     def _inputs(self, batch: StepBatch) -> tuple[Any, Any]:
         import jax
@@ -195,10 +239,10 @@ class JaxWorkload(Workload):
         assert self.step_config is not None
         parallel = self.shards is not None
         if self.step_config.device_data:
-            start = self.shards.local(batch).start if parallel else batch.start
+            start = self._local_start(batch)
             where = self._starts.get(start)
             if where is None:
-                where = self._starts[start] = jax.device_put(np.int32(start), _replicated(self.mesh) if parallel else self.device)
+                where = self._starts[start] = self._on_device(np.int32(start))
             return self.data, where
         images, labels = self.data
         stop = batch.start + batch.size
@@ -210,6 +254,16 @@ class JaxWorkload(Workload):
         return jax.device_put((images, labels), self.device), None
 
     def step(self, batch: StepBatch) -> None:
+        assert self.step_config is not None
+        if self.steps_per_dispatch > 1 and batch.size == self.step_config.size * self.world_size:
+            self._pending.append(batch)  # dispatched with the next ones; sync() flushes a shorter queue
+            if len(self._pending) == self.steps_per_dispatch:
+                self._dispatch_pending()
+            return
+        self._dispatch_pending()
+        self._dispatch(batch)
+
+    def _dispatch(self, batch: StepBatch) -> None:
         data, where = self._inputs(batch)
         fn = self._step_fn(batch.size // self.world_size)
         if self.mode == "infer":
@@ -217,9 +271,25 @@ class JaxWorkload(Workload):
         else:
             self.state, self._last = fn(self.state, data, where)
 
+    def _dispatch_pending(self) -> None:
+        """The queued full batches: one call of the multi-step function, or one by one if fewer."""
+        pending, self._pending = self._pending, []
+        if len(pending) < self.steps_per_dispatch:
+            for batch in pending:
+                self._dispatch(batch)
+            return
+        assert self.step_config is not None
+        key = tuple(self._local_start(batch) for batch in pending)
+        starts = self._starts.get(key)
+        if starts is None:
+            starts = self._starts[key] = self._on_device(np.asarray(key, dtype=np.int32))
+        fn = self._step_fn(self.step_config.size, len(pending))
+        self.state, self._last = fn(self.state, self.data, starts)
+
     def sync(self) -> None:
         import jax
 
+        self._dispatch_pending()
         jax.block_until_ready((self.state, self._last))
 
     def loss(self) -> float | None:
@@ -496,11 +566,12 @@ class JaxEngine(Engine):
 
         step_config = StepConfig(mode=mode, full_step=optimized, donate=donate, device_data=device_data,
                                  size=parity["batch"]["per_device"], world=world)
-        return JaxWorkload(
+        group = _steps_per_dispatch(options, step_config, kind, spec["measurement"]["window_steps"])
+        workload = JaxWorkload(
             trainable_parameters=trainable,
             precision=policy.report(),
             data_placement=parity["data_placement"],
-            optimizations=_optimizations(step_config, os.environ.get("XLA_FLAGS", ""), kind, shards),
+            optimizations=_optimizations(step_config, os.environ.get("XLA_FLAGS", ""), kind, shards, group),
             world_size=world,
             mesh=mesh,
             shards=shards,
@@ -511,10 +582,53 @@ class JaxEngine(Engine):
             data=placed,
             device=device,
             step_config=step_config,
+            steps_per_dispatch=group,
         )
+        if device_data:
+            workload.precompile(planned_calls(spec, data.samples, world, group))
+        return workload
 
 
-def _optimizations(config: StepConfig, xla_flags: str, kind: str = "cpu", shards: Any = None) -> dict[str, dict[str, Any]]:
+def planned_calls(spec: dict[str, Any], samples: int, world: int, group: int) -> set[tuple[int, int]]:
+    """The (per-device batch, steps per call) pairs :class:`JaxWorkload` dispatches over the harness's schedule."""
+    from bench_engine.harness import timing_blocks
+
+    full = spec["parity"]["batch"]["per_device"] * world
+    calls: set[tuple[int, int]] = set()
+    for block in timing_blocks(spec, samples, world):
+        queued = 0
+        for batch in block.steps:
+            if group > 1 and batch.size == full:
+                queued += 1
+                if queued == group:
+                    calls.add((full // world, group))
+                    queued = 0
+                continue
+            if queued:
+                calls.add((full // world, 1))
+                queued = 0
+            calls.add((batch.size // world, 1))
+        if queued:  # the sync at the block's end runs a short queue step by step
+            calls.add((full // world, 1))
+    return calls
+
+
+def _steps_per_dispatch(options: dict[str, Any], config: StepConfig, kind: str, window_steps: int) -> int:
+    """Training steps per jitted call: the option, or (auto) the timing window on a GPU's optimized path.
+
+    Only a whole jitted train step on device-resident data can be scanned over batch starts; any
+    other configuration runs one step per call whatever the option says (reported as not applied).
+    """
+    value = options.get("steps_per_dispatch", "auto")
+    if not (config.mode == "train" and config.full_step and config.device_data):
+        return 1
+    if value == "auto":
+        return max(1, int(window_steps)) if kind == "cuda" and AUTO_MULTI_STEP else 1
+    return max(1, int(value))
+
+
+def _optimizations(config: StepConfig, xla_flags: str, kind: str = "cpu", shards: Any = None,
+                   group: int = 1) -> dict[str, dict[str, Any]]:
     """The switches in effect, as {name: {applied, detail}}."""
     infer = config.mode == "infer"
     if infer:
@@ -536,6 +650,10 @@ def _optimizations(config: StepConfig, xla_flags: str, kind: str = "cpu", shards
                                  if config.device_data else "numpy batches sliced on the host, transferred every step"},
         "nhwc_layout": {"applied": True, "detail": "Flax convolutions are NHWC"},
         "xla_flags": {"applied": bool(xla_flags), "detail": xla_flags or "XLA defaults"},
+        "steps_per_dispatch": {"applied": group > 1,
+                               "detail": f"{group} full SGD steps per jitted call (lax.scan over their batch starts; "
+                                         "a shorter queue at a sync runs step by step)" if group > 1
+                               else "one step per jitted call"},
         "data_parallel": _data_parallel(config, kind, shards),
     }
 
