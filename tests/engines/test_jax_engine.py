@@ -44,6 +44,10 @@ RUNS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "bf16-baseline": ({"precision": "bf16", "path": "baseline", "batch": 8, "steps_per_epoch": 2}, {}),
     "infer": ({"mode": "infer", "batch": 8, "steps_per_epoch": 3}, {}),
     "fp16": ({"precision": "fp16", "batch": 8, "steps_per_epoch": 1}, {}),
+    # 3 full steps an epoch, 2 epochs, windows of 2, two steps per jitted call: warmup 1 (single),
+    # then windows [2] [2 (one call)] [2 (one call)] ... every dispatched shape compiled in setup
+    "fp32-grouped": ({"precision": "fp32", "path": "optimized", "batch": 8, "steps_per_epoch": 3, "epochs": 2,
+                      "options": {"steps_per_dispatch": 2}}, {"window_steps": 2}),
     "bad-sha": ({"batch": 8, "steps_per_epoch": 1}, {"sha256": "0" * 64}),
     "unknown-arch": ({"batch": 8, "steps_per_epoch": 1}, {"arch": "no_such_net"}),
     "cuda-without-gpu": ({"batch": 8, "steps_per_epoch": 1}, {"device": "cuda"}),
@@ -65,6 +69,8 @@ def _spec(make_spec: Callable[..., dict[str, Any]], key: str) -> dict[str, Any]:
         spec["parity"]["model"]["arch"] = edits["arch"]
     if "device" in edits:
         spec["device"] = edits["device"]
+    if "window_steps" in edits:
+        spec["measurement"]["window_steps"] = edits["window_steps"]
     return spec
 
 
@@ -455,3 +461,70 @@ def test_infer_reports_latency(run: Any) -> None:
     latency = measured["latency_ms"]
     assert 0 < latency["min"] <= latency["p50"] <= latency["p99"] <= latency["max"]
     assert measured["final_loss"] is None and measured["loss_first"] is None
+
+
+@pytest.mark.parametrize("run", ["fp32-grouped"], indirect=True)
+def test_several_steps_per_dispatch_run(run: Any) -> None:
+    from orchestrator.parity import check_against_spec
+
+    spec, result = _ok(run)
+    work, measured = result["work"], result["measurements"]
+    assert check_against_spec(spec, result, "cpu") == []
+    switch = work["optimizations"]["steps_per_dispatch"]
+    assert switch["applied"] is True and switch["detail"].startswith("2 full SGD steps")
+    assert (work["steps"], work["samples"]) == (6, 48)
+    assert [w[:2] for w in measured["windows"]] == [[2, 16], [2, 16], [1, 8]]  # epoch 1 after warmup: 2; epoch 2: 2 + 1
+    assert math.isfinite(measured["final_loss"])
+
+
+def test_planned_calls_follow_the_harness_schedule(make_spec: Any) -> None:
+    from bench_jax.engine import planned_calls
+
+    spec = make_spec("jax", batch=8, steps_per_epoch=5, epochs=2, warmup=3, drop_last=False)
+    spec["measurement"]["window_steps"] = 4
+    # epoch 1: warmup [8 8 8] -> 3 singles (queue of 3 < 4 flushed at the sync); window [8 partial]
+    # epoch 2: window [8 8 8 8] -> one call of 4; window [partial]
+    samples = 8 * 4 + 5
+    assert planned_calls(spec, samples, 1, 4) == {(8, 1), (5, 1), (8, 4)}
+    assert planned_calls(spec, samples, 1, 1) == {(8, 1), (5, 1)}
+
+
+def test_several_steps_per_call_equal_single_steps_in_float64() -> None:
+    """K steps in one jitted call (lax.scan) are K single steps in order, to float64 rounding;
+    the same steps in another order are not (so the comparison can fail)."""
+    import optax
+
+    from bench_jax.engine import StepConfig, TrainState, build_step
+    from bench_jax.model import build_model
+
+    jnp = jax.numpy
+    previous = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", True)
+    try:
+        model = build_model(ARCH, 10, dtype=jnp.float64, param_dtype=jnp.float64, precision=None)
+        variables = jax.jit(lambda k: model.init(k, jnp.zeros((1, 16, 16, 3), jnp.float64), train=False))(jax.random.PRNGKey(0))
+        tx = optax.chain(optax.add_decayed_weights(5e-5), optax.sgd(0.01, momentum=0.9))
+
+        def fresh() -> Any:
+            return TrainState(variables["params"], variables["batch_stats"], tx.init(variables["params"]))
+
+        rng = np.random.default_rng(0)
+        batch = 4
+        data = (jnp.asarray(rng.standard_normal((3 * batch, 16, 16, 3))), jnp.asarray(rng.integers(0, 10, 3 * batch).astype(np.int32)))
+        single = build_step(model, tx, StepConfig("train", True, False, True, batch))
+        several = build_step(model, tx, StepConfig("train", True, False, True, batch, steps=3))
+        state = fresh()
+        for start in (0, batch, 2 * batch):
+            state, loss = single(state, data, jnp.int32(start))
+        grouped, grouped_loss = several(fresh(), data, jnp.asarray([0, batch, 2 * batch], jnp.int32))
+        swapped, _ = several(fresh(), data, jnp.asarray([batch, 0, 2 * batch], jnp.int32))
+
+        def rel(a: Any, b: Any) -> float:
+            return max(float(jnp.max(jnp.abs(x - y)) / (jnp.max(jnp.abs(x)) + 1e-30))
+                       for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True))
+
+        assert float(grouped_loss) == pytest.approx(float(loss), rel=1e-6)
+        assert rel(state.params, grouped.params) < 1e-6
+        assert rel(state.params, swapped.params) > 1e-3
+    finally:
+        jax.config.update("jax_enable_x64", previous)

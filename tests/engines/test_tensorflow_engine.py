@@ -252,6 +252,101 @@ def test_xla_step_slices_resident_data_at_runtime() -> None:
     assert "dynamic-slice" in hlo  # a constant-folded tf.slice would recompile for every start
 
 
+def _loop_spec(steps_per_epoch: int, batch: int, window: int, epochs: int = 2, warmup: int = 1) -> dict[str, Any]:
+    """The fields of a spec the harness's schedule reads."""
+    parity = {"batch": {"per_device": batch}, "warmup_steps": warmup, "epochs": epochs, "steps_per_epoch": steps_per_epoch}
+    return {"parity": parity, "measurement": {"window_steps": window}}
+
+
+def test_several_steps_per_call_equal_single_steps_in_float64() -> None:
+    """K steps in one XLA loop == the same steps one per call, in order (float64: agreement to
+    rounding expected); a wrong order is far off, so the check can see an ordering mistake. Also:
+    the setup compile leaves the state bit for bit as it was, and the calls made are the planned ones."""
+    tf, keras = _tf()
+    from bench_engine.harness import Measurements, run_harness
+    from bench_tensorflow.engine import TensorFlowWorkload, build_step, make_sgd, planned_dispatches
+
+    rng = np.random.default_rng(4)
+    samples, batch, group = 10, 3, 3
+    images = rng.uniform(-1, 1, (samples, 8, 8, 3))
+    labels = rng.integers(0, 3, samples).astype(np.int32)
+    # 2 epochs of steps 3, 3, 3, 1 (drop_last false), warmup 1, windows of 3, 3 steps per call
+    spec = _loop_spec(steps_per_epoch=4, batch=batch, window=3)
+    previous, floatx = keras.mixed_precision.global_policy(), keras.config.floatx()
+    keras.config.set_floatx("float64")
+    keras.mixed_precision.set_global_policy("float64")
+    try:
+        resident = (tf.constant(images), tf.constant(labels))
+
+        def workload(steps: int) -> tuple[Any, list[Any]]:
+            keras.utils.set_random_seed(4)
+            model = _tiny_model(keras, (8, 8, 3))
+            optimizer = make_sgd(keras, 0.1, 0.9, True, 1e-3)
+            optimizer.build(model.trainable_variables)
+
+            def build(k: int) -> Any:
+                return build_step(tf, model, optimizer, train=True, compile_function=True, jit_compile=True, resident=resident, steps=k)
+
+            made = TensorFlowWorkload(trainable_parameters=0, precision={}, data_placement="device", tf=tf, step_fn=build(1),
+                                      multi_fn=build(steps) if steps > 1 else None, steps_per_dispatch=steps, full_size=batch,
+                                      keep=[model, optimizer])
+            return made, model.variables + optimizer.variables
+
+        def values(variables: list[Any]) -> list[np.ndarray]:
+            return [np.array(v.numpy()) for v in variables]
+
+        looped, state = workload(group)
+        plan = list(planned_dispatches(spec, samples, group))
+        # epoch 1: [0] alone at the warmup's sync | [3, 6] queued, flushed step by step by the partial batch [9];
+        # epoch 2: [0, 3, 6] in one call | [9]
+        assert plan == [(3, (0,)), (3, (3,)), (3, (6,)), (1, (9,)), (3, (0, 3, 6)), (1, (9,))]
+        before = values(state)
+        looped.precompile(plan, state)  # runs each kind of call once, then puts the state back
+        assert all(np.array_equal(a, b) for a, b in zip(before, values(state), strict=True)) and looped.last is None
+        single_fn, multi_fn = looped.step_fn, looped.multi_fn
+        assert (single_fn.experimental_get_tracing_count(), multi_fn.experimental_get_tracing_count()) == (2, 1)
+        calls: list[tuple[int, tuple[int, ...]]] = []
+
+        def record(fn: Any) -> Any:
+            def recorded(starts: Any, size: int) -> Any:
+                calls.append((size, tuple(int(s) for s in np.atleast_1d(starts.numpy()))))
+                return fn(starts, size)
+
+            return recorded
+
+        looped.step_fn, looped.multi_fn = record(single_fn), record(multi_fn)
+        run_harness(looped, spec, samples, Measurements())
+        assert calls == plan
+        assert (single_fn.experimental_get_tracing_count(), multi_fn.experimental_get_tracing_count()) == (2, 1)  # none at run time
+
+        single, single_state = workload(1)
+        run_harness(single, spec, samples, Measurements())
+        ours, theirs = values(state), values(single_state)
+        assert looped.loss() == pytest.approx(single.loss(), rel=1e-12)
+        assert max(float(np.abs(a - b).max()) for a, b in zip(ours, theirs, strict=True)) <= 1e-12
+
+        swapped, swapped_state = workload(1)  # the same batches, the first two swapped in every epoch
+        for _ in range(2):
+            for where, size in ((3, 3), (0, 3), (6, 3), (9, 1)):
+                swapped.step_fn(tf.constant(where, tf.int32), size)
+        assert max(float(np.abs(a - b).max()) for a, b in zip(ours, values(swapped_state), strict=True)) > 1e-6
+    finally:
+        keras.config.set_floatx(floatx)
+        keras.mixed_precision.set_global_policy(previous)
+
+
+def test_steps_per_dispatch_applies_to_the_whole_xla_step_on_device_data_only() -> None:
+    from bench_tensorflow.engine import _steps_per_dispatch
+
+    def group(value: Any = "auto", kind: str = "cuda", **changes: Any) -> int:
+        where = {"train": True, "xla": True, "resident": True, "world": 1, **changes}
+        return _steps_per_dispatch(value, kind=kind, window_steps=10, **where)[0]
+
+    assert (group(), group(kind="cpu"), group(4, kind="cpu"), group(1)) == (10, 1, 4, 1)
+    for changes in ({"train": False}, {"xla": False}, {"resident": False}, {"world": 2}):
+        assert group(4, **changes) == 1 and group(**changes) == 1
+
+
 def test_fp16_loss_scaling_unscales_before_coupled_l2() -> None:
     tf, keras = _tf()
     from bench_tensorflow.engine import build_step, make_sgd
@@ -331,6 +426,19 @@ def test_fp32_optimized_and_baseline_agree(make_spec: Any, run_engine: Any) -> N
     assert first["optimized"] == pytest.approx(first["baseline"], rel=2e-3)
 
 
+def test_two_steps_per_dispatch(make_spec: Any, run_engine: Any) -> None:
+    """Warmup step 0 alone (a one-step call at the sync), then steps 1 and 2 in one XLA loop."""
+    spec = make_spec("tensorflow", precision="fp32", path="optimized", batch=4, steps_per_epoch=3, warmup=1,
+                     options={"steps_per_dispatch": 2})
+    spec["measurement"]["window_steps"] = 2
+    result = expect_ok(run_engine, spec)
+    _check_train(result, spec, steps=3, samples=12)
+    measured, optimizations = result["measurements"], result["work"]["optimizations"]
+    assert [w[:2] for w in measured["windows"]] == [[2, 8]]
+    assert optimizations["steps_per_dispatch"]["applied"] is True and optimizations["xla"]["applied"] is True
+    assert optimizations["steps_per_dispatch"]["detail"].startswith("2 full SGD steps per XLA call")
+
+
 def test_bf16_optimized(make_spec: Any, run_engine: Any) -> None:
     spec = make_spec("tensorflow", precision="bf16", path="optimized", batch=4, steps_per_epoch=2, warmup=1)
     result = expect_ok(run_engine, spec)
@@ -385,7 +493,8 @@ def test_prepare_refuses_what_it_cannot_do(make_spec: Any) -> None:
     with pytest.raises(UnsupportedError, match="tf32"):
         engine.prepare(spec, data)
     for options, match in (({"xla": "sometimes"}, "xla"), ({"no_such_option": 1}, "no_such_option"),
-                           ({"xla": True, "tf_function": False}, "tf_function")):
+                           ({"xla": True, "tf_function": False}, "tf_function"), ({"steps_per_dispatch": 0}, "steps_per_dispatch"),
+                           ({"steps_per_dispatch": "many"}, "steps_per_dispatch")):
         with pytest.raises(UnsupportedError, match=match):
             engine.prepare(make_spec("tensorflow", batch=4, steps_per_epoch=1, options=options), data)
     small = Dataset(images=np.zeros((96, 16, 16, 3), np.uint8), labels=np.zeros(96, np.int32), sha256="0" * 64)
