@@ -49,7 +49,12 @@ def main() -> int:
     record = json.loads((run_dir / "run.json").read_text())
     spec_path = run_dir / "spec.json"
     direct_result = out / "direct-result.json"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "images" / "common"), str(REPO / "images" / args.engine)])}
+    sys.path.insert(0, str(REPO))
+    from orchestrator.runtimes.local import FIXED_ENV, compile_cache_env
+
+    # the environment bench gives the engine (the same persistent compile caches), so both runs compile alike
+    env = {**compile_cache_env(), **os.environ, **FIXED_ENV,
+           "PYTHONPATH": os.pathsep.join([str(REPO / "images" / "common"), str(REPO / "images" / args.engine)])}
     started = time.perf_counter()
     subprocess.run([sys.executable, "-m", f"bench_{args.engine}", "--spec", str(spec_path), "--result", str(direct_result)],
                    check=True, env=env, capture_output=True)

@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from scipy import stats
+
+# scipy.stats is imported where it is used: importing it costs about 1 s, paid by every `bench`
+# command otherwise (part of the per-run time outside the engine), needed only for repeats
 
 ALPHA = 0.05  # significance level of the Mann-Whitney U test
 HIGH_SPREAD = 0.05  # relative IQR (or range, for few repeats) above which the summary warns
@@ -32,6 +34,8 @@ def describe(values: list[float], seed: int = 0) -> dict[str, Any] | None:
     }
     out["rel_spread"] = float((arr.max() - arr.min()) / median) if median else 0.0
     if arr.size >= 3 and np.ptp(arr) > 0:
+        from scipy import stats
+
         res = stats.bootstrap((arr,), np.median, confidence_level=0.95, n_resamples=BOOTSTRAP_RESAMPLES,
                               method="percentile", random_state=np.random.default_rng(seed))
         out["ci95"] = [float(res.confidence_interval.low), float(res.confidence_interval.high)]
@@ -44,6 +48,8 @@ def ratio_of_medians(a: list[float], b: list[float], seed: int = 0) -> tuple[flo
     """median(a)/median(b) with a bootstrap 95% CI when both sides have 3+ repeats."""
     ratio = float(np.median(a) / np.median(b))
     if len(a) >= 3 and len(b) >= 3:
+        from scipy import stats
+
         res = stats.bootstrap(
             (np.asarray(a, float), np.asarray(b, float)),
             lambda x, y, axis=-1: np.median(x, axis=axis) / np.median(y, axis=axis),
@@ -60,6 +66,8 @@ def mann_whitney(a: list[float], b: list[float]) -> float | None:
     """Two-sided Mann-Whitney U p-value, or None with fewer than 2 repeats a side."""
     if len(a) < 2 or len(b) < 2:
         return None
+    from scipy import stats
+
     return float(stats.mannwhitneyu(a, b, alternative="two-sided").pvalue)
 
 
