@@ -7,6 +7,13 @@ follows the spec: ``device`` keeps the normalised split on the device and slices
 inside the jitted step (traced start, so one compilation per batch size); ``host`` slices
 numpy batches and transfers them every step.
 
+Several steps per call (option ``steps_per_dispatch``; auto: the timing window on a GPU's
+optimized path with device data, 1 on a CPU): full batches are queued and run ``K`` at a time by
+one jitted ``lax.scan`` over their batch starts (a small step is bound by the host issuing its
+kernels; one call per window removes the per-step dispatch). With device data every shape the
+run will dispatch (:func:`planned_calls`, from the harness's schedule) is compiled ahead of time
+in ``prepare``, so none compiles inside the warmup or a timed window.
+
 Several devices (data parallel, one process): a 1-D ``Mesh`` of the devices with axis
 ``data``; every global batch is laid out as ``(devices, share, ...)`` with
 ``NamedSharding(mesh, P('data'))`` (device ``r`` holds samples ``start + r*share ..``, see
@@ -32,7 +39,6 @@ from bench_engine.data import Dataset, DatasetError, normalize
 from bench_engine.nvidia import driver_version
 
 PRECISIONS = ("fp32", "tf32", "bf16")
-AUTO_MULTI_STEP = True  # steps_per_dispatch auto: one dispatch per timing window on a GPU's optimized path
 
 
 class TrainState(NamedTuple):
@@ -625,7 +631,7 @@ def _steps_per_dispatch(options: dict[str, Any], config: StepConfig, kind: str, 
     if not (config.mode == "train" and config.full_step and config.device_data):
         return 1
     if value == "auto":
-        return max(1, int(window_steps)) if kind == "cuda" and AUTO_MULTI_STEP else 1
+        return max(1, int(window_steps)) if kind == "cuda" else 1
     return max(1, int(value))
 
 
