@@ -82,3 +82,21 @@ def test_normalize_matches_the_contract():
 
     out = normalize(np.array([[[[0, 255, 127]]]], dtype=np.uint8))
     assert out.dtype == np.float32 and out[0, 0, 0, 0] == -1.0 and out[0, 0, 0, 1] == 1.0
+
+
+def test_step_queue_groups_full_batches_and_keeps_order():
+    from bench_engine.dispatch import StepQueue, planned_dispatches
+
+    calls: list[tuple[int, ...]] = []
+    queue = StepQueue(3, 32, lambda b: calls.append((b.start,)), lambda bs: calls.append(tuple(b.start for b in bs)))
+    batches = [StepBatch(epoch=1, index=i, start=32 * i, size=32) for i in range(4)] + [StepBatch(epoch=1, index=4, start=128, size=4)]
+    for batch in batches:
+        queue.push(batch)
+    queue.flush()
+    assert calls == [(0, 32, 64), (96,), (128,)]  # a full group; the partial batch first runs the shorter queue
+
+    # the schedule of spec(): 100 samples, batch 32, 4 steps an epoch (the last of 4), 3 warmup, windows of 2
+    plan = planned_dispatches(spec(), 100, group=2)
+    assert plan == [(32, (0, 32)), (32, (64,)), (4, (96,)),  # epoch 1: warmup [32 32 | 32 flushed at the sync], window [4]
+                    (32, (0, 32)), (32, (64,)), (4, (96,))]  # epoch 2: windows [32 32] and [32 | 4]
+    assert [c for c in planned_dispatches(spec(), 100, group=1)] == [(b.size, (b.start,)) for e in (1, 2) for b in batches_of_epoch(e, 100, 32, 4)]

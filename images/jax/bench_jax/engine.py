@@ -36,6 +36,7 @@ import numpy as np
 
 from bench_engine.api import Engine, StepBatch, UnsupportedError, Workload
 from bench_engine.data import Dataset, DatasetError, normalize
+from bench_engine.dispatch import StepQueue, planned_dispatches
 from bench_engine.nvidia import driver_version
 
 PRECISIONS = ("fp32", "tf32", "bf16")
@@ -208,7 +209,7 @@ class JaxWorkload(Workload):
     steps_per_dispatch: int = 1  # >1: full batches are queued and dispatched that many per jitted call
     _steps: dict[tuple[int, int], Callable[..., Any]] = field(default_factory=dict)
     _starts: dict[Any, Any] = field(default_factory=dict)
-    _pending: list[StepBatch] = field(default_factory=list)
+    _queue: StepQueue | None = None
     _last: Any = None  # latest loss (train) or logits (infer)
 
     def precompile(self, calls: set[tuple[int, int]]) -> None:
@@ -261,15 +262,13 @@ class JaxWorkload(Workload):
             return jax.device_put(batch_in, _sharded(self.mesh)), None
         return jax.device_put((images, labels), self.device), None
 
+    def __post_init__(self) -> None:
+        full = (self.step_config.size if self.step_config else 0) * self.world_size
+        self._queue = StepQueue(self.steps_per_dispatch, full, self._dispatch, self._dispatch_several)
+
     def step(self, batch: StepBatch) -> None:
-        assert self.step_config is not None
-        if self.steps_per_dispatch > 1 and batch.size == self.step_config.size * self.world_size:
-            self._pending.append(batch)  # dispatched with the next ones; sync() flushes a shorter queue
-            if len(self._pending) == self.steps_per_dispatch:
-                self._dispatch_pending()
-            return
-        self._dispatch_pending()
-        self._dispatch(batch)
+        assert self._queue is not None
+        self._queue.push(batch)  # full batches wait for the next ones; sync() runs a shorter queue
 
     def _dispatch(self, batch: StepBatch) -> None:
         data, where = self._inputs(batch)
@@ -279,25 +278,21 @@ class JaxWorkload(Workload):
         else:
             self.state, self._last = fn(self.state, data, where)
 
-    def _dispatch_pending(self) -> None:
-        """The queued full batches: one call of the multi-step function, or one by one if fewer."""
-        pending, self._pending = self._pending, []
-        if len(pending) < self.steps_per_dispatch:
-            for batch in pending:
-                self._dispatch(batch)
-            return
+    def _dispatch_several(self, batches: list[StepBatch]) -> None:
+        """``steps_per_dispatch`` full batches in one call of the multi-step function."""
         assert self.step_config is not None
-        key = tuple(self._local_start(batch) for batch in pending)
+        key = tuple(self._local_start(batch) for batch in batches)
         starts = self._starts.get(key)
         if starts is None:
             starts = self._starts[key] = self._on_device(np.asarray(key, dtype=np.int32))
-        fn = self._step_fn(self.step_config.size, len(pending))
+        fn = self._step_fn(self.step_config.size, len(batches))
         self.state, self._last = fn(self.state, self.data, starts)
 
     def sync(self) -> None:
         import jax
 
-        self._dispatch_pending()
+        assert self._queue is not None
+        self._queue.flush()
         jax.block_until_ready((self.state, self._last))
 
     def loss(self) -> float | None:
@@ -599,26 +594,7 @@ class JaxEngine(Engine):
 
 def planned_calls(spec: dict[str, Any], samples: int, world: int, group: int) -> set[tuple[int, int]]:
     """The (per-device batch, steps per call) pairs :class:`JaxWorkload` dispatches over the harness's schedule."""
-    from bench_engine.harness import timing_blocks
-
-    full = spec["parity"]["batch"]["per_device"] * world
-    calls: set[tuple[int, int]] = set()
-    for block in timing_blocks(spec, samples, world):
-        queued = 0
-        for batch in block.steps:
-            if group > 1 and batch.size == full:
-                queued += 1
-                if queued == group:
-                    calls.add((full // world, group))
-                    queued = 0
-                continue
-            if queued:
-                calls.add((full // world, 1))
-                queued = 0
-            calls.add((batch.size // world, 1))
-        if queued:  # the sync at the block's end runs a short queue step by step
-            calls.add((full // world, 1))
-    return calls
+    return {(size // world, len(starts)) for size, starts in planned_dispatches(spec, samples, group, world)}
 
 
 def _steps_per_dispatch(options: dict[str, Any], config: StepConfig, kind: str, window_steps: int) -> int:

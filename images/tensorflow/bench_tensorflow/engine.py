@@ -52,12 +52,13 @@ import os
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow is first imported
 
 import platform
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from bench_engine.api import Engine, StepBatch, UnsupportedError, Workload
 from bench_engine.data import Dataset, DatasetError, normalize
+from bench_engine.dispatch import StepQueue, planned_dispatches
 from bench_engine.nvidia import driver_version
 from bench_tensorflow.model import build_model, count_trainable
 
@@ -363,7 +364,7 @@ class TensorFlowWorkload(Workload):
     multi_fn: Callable[..., Any] | None = None  # build_step(steps=steps_per_dispatch): multi_fn(starts, size)
     full_size: int = 0  # the full batch (one device)
     groups: dict[tuple[int, ...], Any] = field(default_factory=dict)  # batch starts of a multi_fn call -> int32 tensor
-    _pending: list[StepBatch] = field(default_factory=list)
+    _queue: StepQueue | None = None
 
     def precompile(self, dispatches: Iterable[tuple[int, tuple[int, ...]]], state: list[Any]) -> None:
         """Before timing: compile every (batch size, steps per call) the run will dispatch; the state is left as it was.
@@ -399,24 +400,17 @@ class TensorFlowWorkload(Workload):
             made = self.groups[starts] = self.tf.identity(self.tf.constant(list(starts), self.tf.int32))
         return made
 
-    def step(self, batch: StepBatch) -> None:
-        if self.steps_per_dispatch > 1 and batch.size == self.full_size:
-            self._pending.append(batch)  # dispatched with the next ones; sync() or a partial batch flushes a shorter queue
-            if len(self._pending) == self.steps_per_dispatch:
-                self._dispatch_pending()
-            return
-        self._dispatch_pending()
-        self._single(batch)
+    def __post_init__(self) -> None:
+        self._queue = StepQueue(self.steps_per_dispatch, self.full_size, self._single, self._several)
 
-    def _dispatch_pending(self) -> None:
-        """The queued full batches: one call of the looping step, or one by one if fewer."""
-        pending, self._pending = self._pending, []
-        if len(pending) < self.steps_per_dispatch:
-            for batch in pending:
-                self._single(batch)
-            return
+    def step(self, batch: StepBatch) -> None:
+        assert self._queue is not None
+        self._queue.push(batch)  # full batches wait for the next ones; sync() or a partial batch runs a shorter queue
+
+    def _several(self, batches: list[StepBatch]) -> None:
+        """``steps_per_dispatch`` full batches in one call of the looping step."""
         assert self.multi_fn is not None
-        self.last = self.multi_fn(self._group(tuple(batch.start for batch in pending)), self.full_size)
+        self.last = self.multi_fn(self._group(tuple(batch.start for batch in batches)), self.full_size)
 
     def _single(self, batch: StepBatch) -> None:
         """One step, one call."""
@@ -453,7 +447,8 @@ class TensorFlowWorkload(Workload):
         return self.step_fn(x, y)
 
     def sync(self) -> None:
-        self._dispatch_pending()
+        assert self._queue is not None
+        self._queue.flush()
         sync_devices = getattr(getattr(self.tf.test, "experimental", None), "sync_devices", None)
         if sync_devices is not None:
             sync_devices()
@@ -681,29 +676,6 @@ class TensorFlowEngine(Engine):
         name = type(exc).__name__
         text = str(exc)
         return name == "ResourceExhaustedError" or "OOM" in text or super().is_out_of_memory(exc)
-
-
-def planned_dispatches(spec: dict[str, Any], samples: int, group: int) -> Iterator[tuple[int, tuple[int, ...]]]:
-    """The calls a one-device :class:`TensorFlowWorkload` makes over the harness's schedule, in order:
-    (batch size, batch starts), several starts for a call of the looping step, one for a single step."""
-    from bench_engine.harness import timing_blocks
-
-    full = int(spec["parity"]["batch"]["per_device"])
-    for block in timing_blocks(spec, samples):
-        queued: list[int] = []
-        for batch in block.steps:
-            if group > 1 and batch.size == full:
-                queued.append(batch.start)
-                if len(queued) == group:
-                    yield full, tuple(queued)
-                    queued = []
-                continue
-            for start in queued:  # a partial batch first flushes a shorter queue, step by step
-                yield full, (start,)
-            queued = []
-            yield batch.size, (batch.start,)
-        for start in queued:  # so does the sync at the block's end
-            yield full, (start,)
 
 
 def _steps_per_dispatch(value: Any, *, train: bool, xla: bool, resident: bool, world: int, kind: str | None,
