@@ -60,14 +60,15 @@ def compare_summaries(a: dict[str, Any], b: dict[str, Any], label_a: str = "A", 
         xs, ys = values_a.get(key, []), values_b.get(key, [])
         entry: dict[str, Any] = dict(zip(GROUP_KEYS, key, strict=True))
         entry.update(n_a=len(xs), n_b=len(ys), runs_a=counts_a[key], runs_b=counts_b[key],
-                     median_a=None, median_b=None, ratio=None, ci95=None, change_pct=None,
+                     median_a=None, median_b=None, ratio=None, ci95=None, range=None, interval=None, change_pct=None,
                      p_value=None, significant=None, note=None)
         if xs and ys:
             import numpy as np
 
             result = compare_samples(xs, ys, alpha=alpha)
             entry.update(median_a=float(np.median(xs)), median_b=float(np.median(ys)), ratio=result["ratio"],
-                         ci95=result["ci95"], change_pct=(result["ratio"] - 1.0) * 100.0,
+                         ci95=result["ci95"], range=result["range"], interval=result["interval"],
+                         change_pct=(result["ratio"] - 1.0) * 100.0,
                          p_value=result["p_value"], significant=result["significant"], note=result["note"])
         entry["verdict"] = _verdict(entry)
         rows.append(entry)
@@ -90,7 +91,8 @@ def compare_summaries(a: dict[str, Any], b: dict[str, Any], label_a: str = "A", 
         "b": side_b,
         "direction": DIRECTION,
         "alpha": alpha,
-        "test": "two-sided Mann-Whitney U over the valid repeats; interval: bootstrap 95% (percentile) of the ratio",
+        "test": "two-sided Mann-Whitney U over the valid repeats; interval: bootstrap 95% (percentile) of the ratio with 5+ repeats a side, "
+                "else the range min(B)/max(A) .. max(B)/min(A)",
         "groups": rows,
         "only_in_a": listing(keys_a - keys_b, counts_a),
         "only_in_b": listing(keys_b - keys_a, counts_b),

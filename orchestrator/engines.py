@@ -30,6 +30,8 @@ class EngineInfo:
     options_schema: dict[str, Any] = field(default_factory=dict)
     requirements: Path | None = None
     image: dict[str, Any] = field(default_factory=dict)
+    probe_import: bool = False  # the local runtime imports framework_module before a run (it can fail with a reason)
+    build: bool = False  # a compiled engine: `bench env create` builds it instead of a venv
 
     def python_path(self) -> list[Path]:
         """Folders the engine's interpreter needs on PYTHONPATH (engine library + adapter)."""
@@ -76,6 +78,8 @@ def discover() -> dict[str, EngineInfo]:
             options_schema=meta.get("options") or {},
             requirements=requirements,
             image=meta.get("image") or {},
+            probe_import=bool(meta.get("probe_import")),
+            build=bool(meta.get("build")),
         )
     return engines
 

@@ -9,3 +9,12 @@ class BadInput(Exception):
 
 class Interrupted(Exception):
     """The user interrupted the command (exit code 130)."""
+
+
+def one_line(text: str) -> str:
+    """``text`` with every character that is not printable escaped (``\\n``, ``\\x1e``, ``\\u2028``...).
+
+    A message quotes the user's input (a field name, a value); whatever that holds, the message stays
+    one line on the terminal and for ``str.splitlines``.
+    """
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)

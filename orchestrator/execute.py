@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import json
+import shutil
+import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -11,23 +14,26 @@ from typing import Any, Protocol
 
 import yaml
 
+from orchestrator import signals
 from orchestrator.artifacts import Artifact, create_artifact, write_manifest
 from orchestrator.artifacts.layout import SCENARIO, SUMMARY, utc_now
 from orchestrator.data import PreparedSplit, prepare_split
 from orchestrator.engines import EngineInfo, get_engine
 from orchestrator.errors import BadInput
 from orchestrator.hostinfo import host_facts
+from orchestrator.initweights import INIT_DIR, shared_init
 from orchestrator.jsonio import read_json, write_json, write_text_atomic
 from orchestrator.maxbatch import MAXBATCH_DIR, SEARCH_FILE, resolve_max_batch
 from orchestrator.parity import check_against_spec, cross_engine
 from orchestrator.runtimes import Execution, RunPaths, Runtime, get_runtime, runtime_names
 from orchestrator.scenario import RunPlan, Scenario
-from orchestrator.scenario.matrix import build_spec
+from orchestrator.scenario.matrix import build_spec, check_plans, reference_engine
 from orchestrator.schemas import SchemaError, validate
 from orchestrator.summary import summarize
 from orchestrator.telemetry import GpuTelemetry
 
 REJECTED_RESULT = "result.rejected.json"
+STAGING = ".staging"  # <out>/<scenario>/.staging/<id>/: an artifact being made (renamed into place when whole)
 
 
 class RunMonitor(Protocol):
@@ -69,7 +75,7 @@ class Outcome:
     @property
     def exit_code(self) -> int:
         if self.interrupted:
-            return 130
+            return signals.exit_status()  # 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP
         bad = {k: v for k, v in self.summary["counts"].items() if k != "ok" and k != "skipped"}
         return 1 if any(bad.values()) else 0
 
@@ -155,6 +161,18 @@ def _describe_mismatches(mismatches: list[dict[str, Any]]) -> str:
     return "parity: " + "; ".join(parts) + more
 
 
+def _ended(code: int | None) -> str:
+    """How the engine process ended, in words (a signal for a negative code, as subprocess reports it)."""
+    if code is not None and code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        oom = " (the kernel's OOM killer sends it when memory runs out)" if -code == signal.SIGKILL else ""
+        return f"engine was killed by {name}{oom}"
+    return f"engine exited with code {code}"
+
+
 def judge(spec: dict[str, Any], execution: Execution, result_path: Path) -> tuple[str, str | None, dict[str, Any] | None, dict[str, Any]]:
     """(status, reason, result or None, parity verdict) of one finished execution."""
     no_parity = {"checked": False, "ok": False, "mismatches": []}
@@ -176,7 +194,7 @@ def judge(spec: dict[str, Any], execution: Execution, result_path: Path) -> tupl
     if execution.outcome == "error":
         return "failed", execution.detail, None, no_parity
     if result is None:
-        return "failed", f"engine exited with code {execution.exit_code} and wrote no result file", None, no_parity
+        return "failed", f"{_ended(execution.exit_code)} and wrote no result file", None, no_parity
     if result["status"] == "failed":
         failure = result["failure"]
         status = "interrupted" if failure["kind"] == "interrupted" else "failed"
@@ -198,6 +216,11 @@ def _run_one(artifact: Artifact, scenario: Scenario, plan: RunPlan, split: Prepa
              runtime: Runtime, settings: dict[str, Any], device: str, reporter: Reporter) -> tuple[dict[str, Any], dict[str, Any] | None]:
     run_dir = artifact.run_dir(plan.run_id)
     run_dir.mkdir(parents=True, exist_ok=True)
+    if not plan.skip_reason:  # killed from here on, the artifact still validates (this run's folder is in flight)
+        flying = [run_dir.relative_to(artifact.root).as_posix()]
+        if not (artifact.root / INIT_DIR).exists():  # the shared weights are written with this run's spec
+            flying.append(INIT_DIR)
+        write_manifest(artifact, complete=False, in_flight_folders=flying)
     paths = RunPaths(run_dir, run_dir / "spec.json", run_dir / "result.json", run_dir / "engine.log", split.path)
     started, clock = utc_now(), time.monotonic()
     runtime_info = dict(settings.get("checked") or {"name": runtime.name})
@@ -205,7 +228,8 @@ def _run_one(artifact: Artifact, scenario: Scenario, plan: RunPlan, split: Prepa
         record = _record(plan, "skipped", plan.skip_reason, runtime_info, started, 0.0)
         write_json(run_dir / "run.json", record, "run-record")
         return record, None
-    spec = build_spec(scenario, plan, split, runtime.dataset_path(paths), device)
+    init = shared_init(artifact.root, scenario.workload, run_dir)  # parity: every engine starts from these weights
+    spec = build_spec(scenario, plan, split, runtime.dataset_path(paths), device, init)
     write_json(paths.spec, spec, "run-spec")
     monitors = [factory() for factory in MONITORS]
     for monitor in monitors:
@@ -258,42 +282,127 @@ def run_scenario(scenario: Scenario, plans: list[RunPlan], options: RunOptions, 
     split = prepare_dataset(scenario)
     reporter.note(f"dataset {split.name}/{split.split}: {split.samples} samples, sha256 {split.sha256[:12]}"
                   + (" (synthetic)" if split.synthetic else ""))
-    artifact = create_artifact(options.out_root, scenario.name)
-    write_text_atomic(artifact.root / SCENARIO, yaml.safe_dump(scenario.document, sort_keys=False))
-    write_manifest(artifact, complete=False)
-    plans = resolve_max_batch(artifact, scenario, plans, split, runtimes, options.device, reporter)
+    check_plans(scenario, plans, split, options.device, before_search=True)  # every spec valid before the first run
+    artifact = new_artifact(options.out_root, scenario, plans)
+    try:
+        plans = resolve_max_batch(artifact, scenario, plans, split, runtimes, options.device, reporter)
+    except KeyboardInterrupt:
+        # Interrupted before any run: a valid, incomplete artifact that `bench scenario resume` completes.
+        return run_plans(artifact, scenario, plans, split, runtimes, options, reporter, gpus, interrupted=True)
+    except OSError as exc:
+        raise artifact_write_error(artifact, exc) from None
+    check_plans(scenario, plans, split, options.device)  # the searched batch sizes too
     return run_plans(artifact, scenario, plans, split, runtimes, options, reporter, gpus)
+
+
+def new_artifact(out_root: Path, scenario: Scenario, plans: list[RunPlan]) -> Artifact:
+    """The artifact folder with its scenario.yaml and first manifest. It appears whole or not at all
+    (made under ``<scenario>/.staging/`` and renamed), so even a SIGKILL leaves no folder without a manifest."""
+    staged = create_artifact(out_root / scenario.name, STAGING)
+    artifact = Artifact(out_root / scenario.name / staged.artifact_id, scenario.name, staged.artifact_id)
+    try:
+        write_text_atomic(staged.root / SCENARIO, yaml.safe_dump(recorded_document(scenario, plans), sort_keys=False))
+        flying = [MAXBATCH_DIR] if scenario.workload["batch"].get("max_search") else None
+        write_manifest(Artifact(staged.root, scenario.name, staged.artifact_id), complete=False, in_flight_folders=flying)
+        staged.root.rename(artifact.root)
+    except OSError as exc:  # nothing measured yet: no artifact rather than half of one
+        shutil.rmtree(staged.root, ignore_errors=True)
+        raise BadInput(f"--out {out_root}: cannot write the artifact: {exc.strerror or exc}") from None
+    except KeyboardInterrupt:
+        shutil.rmtree(staged.root, ignore_errors=True)
+        raise
+    finally:
+        try:
+            staged.root.parent.rmdir()  # .staging, when no other bench is making an artifact there
+        except OSError:
+            pass
+    return artifact
+
+
+def recorded_document(scenario: Scenario, plans: list[RunPlan]) -> dict[str, Any]:
+    """The scenario as the artifact records it: resolved, its matrix narrowed to the runs chosen
+    (--engines, --precisions, --repeats, --devices), so that resume re-expands exactly this matrix."""
+    document = copy.deepcopy(scenario.document)
+    matrix = document.setdefault("matrix", {})
+    engines = {p.engine for p in plans}
+    precisions = {p.precision for p in plans}
+    matrix["engines"] = [e for e in matrix.get("engines") or [] if e in engines] or sorted(engines)
+    matrix["precisions"] = [q for q in matrix.get("precisions") or [] if q in precisions] or sorted(precisions)
+    repeats = max((p.repeat for p in plans), default=1)
+    if repeats != (matrix.get("repeats") or 1):
+        matrix["repeats"] = repeats
+    devices = sorted({p.devices for p in plans})
+    if devices != (matrix.get("devices") or [1]) and devices:
+        matrix["devices"] = devices
+    return document
 
 
 def run_plans(artifact: Artifact, scenario: Scenario, plans: list[RunPlan], split: PreparedSplit,
               runtimes: dict[str, tuple[Runtime, dict[str, Any]]], options: RunOptions, reporter: Reporter,
-              gpus: dict[str, Any], previous: list[tuple[dict[str, Any], dict[str, Any] | None]] | None = None) -> Outcome:
-    """Run ``plans`` into ``artifact``; ``previous`` (record, result) pairs are kept and summarised too."""
+              gpus: dict[str, Any], previous: list[tuple[dict[str, Any], dict[str, Any] | None]] | None = None,
+              interrupted: bool = False) -> Outcome:
+    """Run ``plans`` into ``artifact``; ``previous`` (record, result) pairs are kept and summarised too.
+
+    A SIGINT/SIGTERM/SIGHUP (a KeyboardInterrupt, see orchestrator.signals) anywhere in a run ends
+    it as interrupted; the runs not started are recorded as skipped, and summary and manifest
+    (complete: false) are written all the same. ``interrupted`` says the scenario was interrupted
+    before its first run. A file of the artifact that cannot be written (disk full) stops the
+    scenario with a one-line error (BadInput); every file is written atomically and the run in
+    flight is declared in the manifest, so what is there still validates and resume completes it.
+    """
+    try:
+        return _run_plans(artifact, scenario, plans, split, runtimes, options, reporter, gpus, previous, interrupted)
+    except OSError as exc:
+        raise artifact_write_error(artifact, exc) from None
+
+
+def artifact_write_error(artifact: Artifact, exc: OSError) -> BadInput:
+    where = f" ({exc.filename})" if exc.filename else ""
+    return BadInput(f"{artifact.root}: cannot write the artifact: {exc.strerror or exc}{where}; the runs recorded so far are kept "
+                    f"and the artifact validates; make room, then run 'bench scenario resume {artifact.root}'")
+
+
+def _run_plans(artifact: Artifact, scenario: Scenario, plans: list[RunPlan], split: PreparedSplit,
+               runtimes: dict[str, tuple[Runtime, dict[str, Any]]], options: RunOptions, reporter: Reporter,
+               gpus: dict[str, Any], previous: list[tuple[dict[str, Any], dict[str, Any] | None]] | None,
+               interrupted: bool) -> Outcome:
     records: list[dict[str, Any]] = [record for record, _ in previous or []]
     results: dict[str, dict[str, Any]] = {record["run_id"]: result for record, result in previous or [] if result is not None}
-    interrupted = False
     for index, plan in enumerate(plans, 1):
+        interrupted = interrupted or signals.received() is not None  # e.g. a signal during a max-batch probe
         if interrupted:
             record = _record(plan, "skipped", "not started: the scenario was interrupted", {"name": "none"}, utc_now(), 0.0)
             artifact.run_dir(plan.run_id).mkdir(parents=True, exist_ok=True)
             write_json(artifact.run_dir(plan.run_id) / "run.json", record, "run-record")
             records.append(record)
             continue
-        reporter.run_started(index, len(plans), plan)
         runtime, settings = runtimes.get(plan.engine, (get_runtime("local"), {}))
-        started = utc_now()
+        started, result = utc_now(), None
         try:
+            reporter.run_started(index, len(plans), plan)
             record, result = _run_one(artifact, scenario, plan, split, get_engine(plan.engine), runtime, settings, options.device, reporter)
-        except KeyboardInterrupt:
-            # Ctrl-C outside the engine's own wait (while writing the spec or reading the result).
-            record, result = _record(plan, "interrupted", "interrupted by the user (Ctrl-C)", {"name": runtime.name}, started, 0.0), None
-            write_json(artifact.run_dir(plan.run_id) / "run.json", record, "run-record")
-        records.append(record)
-        if result is not None:
-            results[plan.run_id] = result
-        reporter.run_finished(record)
-        write_manifest(artifact, complete=False)
-        interrupted = record["status"] == "interrupted"
+            if result is not None:
+                results[plan.run_id] = result
+            records.append(record)
+            reporter.run_finished(record)
+            write_manifest(artifact, complete=False)
+        except KeyboardInterrupt as exc:
+            # A signal outside the engine's own wait (writing the spec, reading the result, the manifest).
+            if not records or records[-1]["run_id"] != plan.run_id:
+                record = _record(plan, "interrupted", signals.describe(exc), {"name": runtime.name}, started, 0.0)
+                write_json(artifact.run_dir(plan.run_id) / "run.json", record, "run-record")
+                records.append(record)
+                reporter.run_finished(record)
+        interrupted = record["status"] == "interrupted" or signals.received() is not None
+    try:
+        return _finish(artifact, scenario, records, results, reporter, gpus, interrupted)
+    except KeyboardInterrupt:  # the first signal came while finishing: finish again (no second one can interrupt)
+        return _finish(artifact, scenario, records, results, reporter, gpus, True)
+
+
+def _finish(artifact: Artifact, scenario: Scenario, records: list[dict[str, Any]], results: dict[str, dict[str, Any]],
+            reporter: Reporter, gpus: dict[str, Any], interrupted: bool) -> Outcome:
+    """Cross-engine parity, summary and the final manifest."""
     findings = _cross_check(records, results)
     for finding in findings:
         record = next(r for r in records if r["run_id"] == finding["run_id"])
@@ -301,7 +410,7 @@ def run_plans(artifact: Artifact, scenario: Scenario, plans: list[RunPlan], spli
         reporter.note(f"{record['run_id']}: {record['reason']}")
     summary = summarize(scenario.name, artifact.artifact_id, scenario.smoke,
                         [(r, results.get(r["run_id"])) for r in records], host_facts(gpus), findings,
-                        scenario.measurement.get("time_to_train"))
+                        scenario.measurement.get("time_to_train"), reference_engine(scenario))
     searches = sorted((artifact.root / MAXBATCH_DIR).glob(f"*/{SEARCH_FILE}"))
     if searches:
         summary["max_batch"] = [read_json(path, "maxbatch") for path in searches]

@@ -16,6 +16,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+from orchestrator import signals
 from orchestrator.artifacts import Artifact
 from orchestrator.data import PreparedSplit
 from orchestrator.engines import get_engine
@@ -126,6 +127,8 @@ def _search_one(artifact: Artifact, scenario: Scenario, plan: RunPlan, split: Pr
     cap = min(limit, capacity)
 
     def probe(batch: int) -> str:
+        if signals.received() is not None:  # interrupted during an earlier probe: no more probes
+            raise KeyboardInterrupt
         steps = max(1, min(probe_steps, split.samples // (batch * plan.devices)))
         probe_plan = dataclasses.replace(plan, batch=batch, repeat=1)
         run_dir = folder / f"b{batch}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import Counter, defaultdict
 from typing import Any
 
@@ -60,19 +61,71 @@ def check_against_spec(spec: dict[str, Any], result: dict[str, Any], device_kind
         ("samples", expected_samples(spec), work["samples"]),
         ("precision", parity["precision"], work["precision"]["name"]),
     ]
-    if "input_shape" in work:
-        shape = [parity["input"]["height"], parity["input"]["width"], parity["input"]["channels"]]
-        pairs.append(("input", shape, work["input_shape"]))
-    if "data_placement" in work:
-        pairs.append(("data_placement", parity["data_placement"], work["data_placement"]))
-    if "drop_last" in work:
-        pairs.append(("batch.drop_last", parity["batch"]["drop_last"], work["drop_last"]))
+    shape = [parity["input"]["height"], parity["input"]["width"], parity["input"]["channels"]]
+    pairs.append(("input", shape, work.get("input_shape")))
+    pairs.append(("data_placement", parity["data_placement"], work.get("data_placement")))
+    pairs.append(("param_dtypes", [PRECISION_POLICY[parity["precision"]][1]], [canonical_dtype(d) for d in work.get("param_dtypes") or []] or None))
+    init = parity.get("init") or {"mode": "framework"}
+    got_init = work.get("init") or {}
+    pairs.append(("init.mode", init["mode"], got_init.get("mode")))
+    if init["mode"] == "shared":
+        pairs.append(("init.sha256", init["sha256"], got_init.get("sha256")))
     expected_params = spec["expected"].get("trainable_parameters")
     if expected_params is not None:
         pairs.append(("trainable_parameters", expected_params, work["trainable_parameters"]))
     mismatches = [_mismatch(f, e, a) for f, e, a in pairs if e != a]
     mismatches += _precision_policy(parity["precision"], work["precision"], device_kind, parity["mode"])
+    mismatches += _observed(parity, work.get("observed"))
+    if parity["mode"] == "train":
+        mismatches += check_optimizer(parity["optimizer"], work.get("optimizer"))
+        mismatches += check_loss(parity["loss"], work.get("loss"))
     return mismatches
+
+
+def _observed(parity: dict[str, Any], observed: dict[str, Any] | None) -> list[Mismatch]:
+    """The dtypes of a traced step: the convolution computes in the precision's dtype, gradients are fp32."""
+    compute = PRECISION_POLICY[parity["precision"]][0]
+    if not observed:
+        return [_mismatch("observed", {"compute_dtype": compute}, observed)]
+    out = []
+    if canonical_dtype(observed.get("compute_dtype")) != compute:
+        out.append(_mismatch("observed.compute_dtype", compute, observed.get("compute_dtype")))
+    if parity["mode"] == "train" and canonical_dtype(observed.get("grad_dtype")) != "float32":
+        out.append(_mismatch("observed.grad_dtype", "float32", observed.get("grad_dtype")))
+    return out
+
+
+# spec field -> result field of the optimizer, per optimizer name (docs/engine-contract.md)
+OPTIMIZER_FIELDS = {"sgd": ("lr", "weight_decay", "momentum", "nesterov"), "adam": ("lr", "weight_decay", "betas", "eps")}
+FLOAT_RTOL = 1e-6  # hyper-parameters read back from float32 framework variables
+
+
+def _same(expected: Any, actual: Any) -> bool:
+    if isinstance(expected, bool) or isinstance(actual, bool) or expected is None or actual is None:
+        return expected == actual
+    if isinstance(expected, list | tuple):
+        return isinstance(actual, list | tuple) and len(expected) == len(actual) and all(map(_same, expected, actual))
+    if isinstance(expected, int | float) and isinstance(actual, int | float):
+        return math.isclose(float(expected), float(actual), rel_tol=FLOAT_RTOL, abs_tol=1e-12)
+    return expected == actual
+
+
+def check_optimizer(expected: dict[str, Any], actual: dict[str, Any] | None) -> list[Mismatch]:
+    """The optimizer read back from the engine's live object against the spec's."""
+    if not actual:
+        return [_mismatch("optimizer", expected, actual)]
+    if actual.get("name") != expected["name"]:
+        return [_mismatch("optimizer.name", expected["name"], actual.get("name"))]
+    return [_mismatch(f"optimizer.{key}", expected[key], actual.get(key))
+            for key in OPTIMIZER_FIELDS[expected["name"]] if not _same(expected[key], actual.get(key))]
+
+
+def check_loss(expected: str, actual: dict[str, Any] | None) -> list[Mismatch]:
+    """The loss the step used: the spec's, mean-reduced, no label smoothing."""
+    if not actual:
+        return [_mismatch("loss", expected, actual)]
+    want = {"name": expected, "reduction": "mean", "label_smoothing": 0.0}
+    return [_mismatch(f"loss.{key}", value, actual.get(key)) for key, value in want.items() if not _same(value, actual.get(key))]
 
 
 def _precision_policy(name: str, policy: dict[str, Any], device_kind: str | None, mode: str = "train") -> list[Mismatch]:
@@ -101,6 +154,7 @@ CROSS_FIELDS = {
     "epochs": lambda w: w["epochs"],
     "batch.global": lambda w: w["batch_global"],
     "precision": lambda w: w["precision"]["name"],
+    "init.sha256": lambda w: (w.get("init") or {}).get("sha256"),
 }
 
 

@@ -1,10 +1,14 @@
 """Resume an artifact: run again, into the same artifact, every run that has no valid result.
 
-A run is kept when its record says ``ok`` and its ``result.json`` is there and matches the
-schema, or when it was skipped for good (its engine does not support the precision). Every other
-run (failed, invalid, timeout, interrupted, skipped because the scenario was interrupted, or a
-folder without a record at all) is run again with the same plan, from the resolved
-``scenario.yaml`` the artifact carries and the smoke flag its specs record.
+The runs are those of the matrix of the artifact's resolved ``scenario.yaml`` (re-expanded:
+a run that never got a folder, because bench was killed before it started, is run too) plus
+any other run folder the artifact has. A run is kept when its record says ``ok`` and its
+``result.json`` is there and matches the schema, or when it was skipped for good (its engine
+does not support the precision, or its maximal batch search failed). Every other run (failed,
+invalid, timeout, interrupted, skipped because the scenario was interrupted, a folder without a
+record at all, or no folder) is run with its plan, from that ``scenario.yaml`` and the smoke flag
+the artifact's specs (or summary) record. A scenario with a maximal batch search takes each
+run's batch from its ``maxbatch/*/search.json``; a search that never finished is made again.
 
 The old folder of a re-run is moved aside, whole, to ``attempts/<run id>/<N>/`` (N = 1, 2, ...),
 so ``runs/`` keeps exactly one folder per run and earlier attempts stay in the artifact (and in its
@@ -15,6 +19,7 @@ Summary and manifest are rebuilt at the end; the cross-engine parity check cover
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import shutil
@@ -24,10 +29,11 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.artifacts import Artifact, open_artifact, write_manifest
-from orchestrator.artifacts.layout import SCENARIO, SCHEMA_OF, SUMMARY
+from orchestrator.artifacts.layout import MANIFEST, SCENARIO, SCHEMA_OF, SUMMARY
 from orchestrator.engines import discover
 from orchestrator.errors import BadInput
-from orchestrator.scenario import RunPlan, Scenario, load_scenario
+from orchestrator.maxbatch import MAXBATCH_DIR, SEARCH_FILE, resolve_max_batch
+from orchestrator.scenario import RunPlan, Scenario, expand, load_scenario
 from orchestrator.schemas import SchemaError, validate
 
 ATTEMPTS = "attempts"
@@ -36,7 +42,7 @@ RUN_ID = re.compile(r"^(?P<engine>.+)-(?P<precision>[^-]+)-(?P<path>[^-]+)-b(?P<
 
 @dataclass
 class RunState:
-    """One run folder of the artifact and what resume will do with it."""
+    """One run of the artifact (its folder may not exist yet) and what resume will do with it."""
 
     plan: RunPlan
     folder: Path
@@ -54,6 +60,12 @@ class ResumePlan:
     runs: list[RunState]
     device: str
     runtime: str
+    unsearched: list[RunPlan] = dataclasses.field(default_factory=list)  # runs whose maximal batch is still to search
+    finished: bool = True  # summary and a complete manifest written (else resume rewrites them, even with nothing to run)
+
+    @property
+    def nothing_to_do(self) -> bool:
+        return not self.to_run and not self.unsearched and self.finished
 
     @property
     def to_run(self) -> list[RunState]:
@@ -117,44 +129,93 @@ def _load_scenario(artifact: Artifact, smoke: bool) -> Scenario:
     return Scenario(document=loaded.document, source=path, smoke=smoke)
 
 
+def _read_summary(artifact: Artifact) -> dict[str, Any]:
+    return _read_json(artifact.root / SUMMARY, "summary") or {}
+
+
+def _searched_batches(artifact: Artifact) -> dict[tuple[str, str, str, int], int | None]:
+    """(engine, precision, path, devices) -> chosen batch (None: the search failed) of every finished search."""
+    found: dict[tuple[str, str, str, int], int | None] = {}
+    for path in sorted((artifact.root / MAXBATCH_DIR).glob(f"*/{SEARCH_FILE}")):
+        search = _read_json(path, "maxbatch")
+        if search is not None:
+            found[(search["engine"], search["precision"], search["path"], search["devices"])] = search["chosen_batch"]
+    return found
+
+
+def expected_plans(artifact: Artifact, scenario: Scenario) -> tuple[list[RunPlan], list[RunPlan]]:
+    """The matrix of the artifact's scenario: (plans with their batch known, plans whose maximal batch is still to search)."""
+    plans = expand(scenario)
+    if not scenario.workload["batch"].get("max_search"):
+        return plans, []
+    searched = _searched_batches(artifact)
+    known, unsearched = [], []
+    for plan in plans:
+        key = (plan.engine, plan.precision, plan.path, plan.devices)
+        if plan.skip_reason:
+            known.append(plan)
+        elif key not in searched:
+            unsearched.append(plan)
+        elif searched[key] is None:
+            known.append(dataclasses.replace(plan, skip_reason="maximal batch search failed (see maxbatch/)"))
+        else:
+            known.append(dataclasses.replace(plan, batch=searched[key]))
+    return known, unsearched
+
+
+def _state(run_dir: Path, plan: RunPlan, spec: dict[str, Any] | None) -> RunState:
+    """What resume does with the run of ``run_dir`` (which may not exist)."""
+    record = _read_json(run_dir / "run.json", "run-record") if run_dir.is_dir() else None
+    result = None
+    if not run_dir.is_dir():
+        keep, why = bool(plan.skip_reason), f"skipped: {plan.skip_reason}" if plan.skip_reason else "never started"
+    elif record is None:
+        keep, why = False, "no run record"
+    elif record["status"] == "ok":
+        result = _read_json(run_dir / "result.json", "engine-result")
+        keep, why = (True, "ok") if result is not None else (False, "recorded ok but its result is missing or invalid")
+    elif record["status"] == "skipped" and plan.skip_reason:
+        keep, why = True, f"skipped: {plan.skip_reason}"
+    else:
+        keep, why = False, f"{record['status']}" + (f": {record['reason']}" if record.get("reason") else "")
+    return RunState(plan, run_dir, record, result, spec, keep, why)
+
+
 def plan_resume(folder: Path, runtime: str | None = None, device: str | None = None) -> ResumePlan:
-    """Read the artifact and decide which runs to keep and which to run again (changes nothing)."""
+    """Read the artifact and decide which runs to keep and which to run (changes nothing)."""
     artifact = open_artifact(folder)
     run_dirs = artifact.run_dirs()
-    if not run_dirs:
-        raise BadInput(f"{folder}: the artifact has no runs")
     specs = {d: _read_json(d / "spec.json", "run-spec") for d in run_dirs}
     any_spec = next((s for s in specs.values() if s), None)
     if any_spec is not None:
         smoke, recorded_device = bool(any_spec.get("smoke")), any_spec.get("device", "auto")
     else:
-        summary = _read_json(artifact.root / SUMMARY, "summary") or {}
+        summary = _read_summary(artifact)
         smoke, recorded_device = bool(summary.get("smoke")), "auto"
     scenario = _load_scenario(artifact, smoke)
+    known, unsearched = expected_plans(artifact, scenario)
     runs: list[RunState] = []
+    seen: set[str] = set()
     for run_dir in run_dirs:
-        record = _read_json(run_dir / "run.json", "run-record")
-        spec = specs[run_dir]
-        plan = _plan_of(run_dir, record, spec)
+        plan = _plan_of(run_dir, _read_json(run_dir / "run.json", "run-record"), specs[run_dir])
         if plan is None:
             raise BadInput(f"{run_dir}: neither a run record nor a spec, and '{run_dir.name}' is not a run id")
-        plan = _with_skip(plan)
-        result = None
-        if record is None:
-            keep, why = False, "no run record"
-        elif record["status"] == "ok":
-            result = _read_json(run_dir / "result.json", "engine-result")
-            keep, why = (True, "ok") if result is not None else (False, "recorded ok but its result is missing or invalid")
-        elif record["status"] == "skipped" and plan.skip_reason:
-            keep, why = True, f"skipped: {plan.skip_reason}"
-        else:
-            keep, why = False, f"{record['status']}" + (f": {record['reason']}" if record.get("reason") else "")
-        runs.append(RunState(plan, run_dir, record, result, spec, keep, why))
+        expected = next((p for p in known if p.run_id == plan.run_id), None)
+        plan = expected or _with_skip(plan)
+        runs.append(_state(run_dir, plan, specs[run_dir]))
+        seen.add(plan.run_id)
+    for plan in known:
+        if plan.run_id not in seen:
+            runs.append(_state(artifact.run_dir(plan.run_id), plan, None))
     runs.sort(key=lambda r: _order(scenario, r.plan))
     if runtime is None:
         used = Counter(r.record["runtime"]["name"] for r in runs if r.record and r.record["runtime"].get("name") not in (None, "none"))
         runtime = used.most_common(1)[0][0] if used else "auto"
-    return ResumePlan(artifact, scenario, runs, device or recorded_device, runtime)
+    if not runs and not unsearched:
+        raise BadInput(f"{folder}: the artifact's scenario has no runs")
+    manifest = _read_json(artifact.root / MANIFEST, "manifest") or {}
+    finished = bool(manifest.get("complete")) and (artifact.root / SUMMARY).is_file()
+    return ResumePlan(artifact, scenario, runs, device or recorded_device, runtime, unsearched, finished)
 
 
 def next_attempt(artifact: Artifact, run_id: str) -> Path:
@@ -165,11 +226,11 @@ def next_attempt(artifact: Artifact, run_id: str) -> Path:
     return base / str(n)
 
 
-def move_aside(artifact: Artifact, run: RunState) -> Path:
-    """Move the run's old folder to attempts/<run id>/<N>/; documents that fail their schema get '.rejected'."""
-    target = next_attempt(artifact, run.plan.run_id)
+def move_aside(artifact: Artifact, folder: Path, name: str) -> Path:
+    """Move an old run (or probe) folder to attempts/<name>/<N>/; documents that fail their schema get '.rejected'."""
+    target = next_attempt(artifact, name)
     target.parent.mkdir(parents=True, exist_ok=True)
-    shutil.move(str(run.folder), str(target))
+    shutil.move(str(folder), str(target))
     for name, schema in SCHEMA_OF.items():
         path = target / name
         if path.is_file() and _read_json(path, schema) is None:
@@ -183,8 +244,9 @@ def resume(plan: ResumePlan, settings: dict[str, Any], reporter: Any):
 
     scenario, artifact = plan.scenario, plan.artifact
     todo = plan.to_run
-    engines = sorted({r.plan.engine for r in todo if not r.plan.skip_reason})
-    settings_for = {name: {**merge_runtime_block(scenario, settings), **(scenario.engine_block(name) or {})} for name in engines}
+    engines = sorted({r.plan.engine for r in todo if not r.plan.skip_reason} | {p.engine for p in plan.unsearched})
+    settings_for = {name: {**merge_runtime_block(scenario, settings), "device": plan.device, **(scenario.engine_block(name) or {})}
+                    for name in engines}
     for name in engines:
         settings_for[name].pop("options", None)
     gpus = check_device(plan.device)
@@ -196,11 +258,27 @@ def resume(plan: ResumePlan, settings: dict[str, Any], reporter: Any):
                        f"(sha256 {split.sha256[:12]} now, {', '.join(sorted(s[:12] for s in recorded))} then); start a new run")
     reporter.note(f"dataset {split.name}/{split.split}: {split.samples} samples, sha256 {split.sha256[:12]}"
                   + (" (synthetic)" if split.synthetic else ""))
+    unfinished = [f for f in sorted((artifact.root / MAXBATCH_DIR).glob("*")) if f.is_dir() and not (f / SEARCH_FILE).is_file()]
+    moving = [run.folder for run in todo if run.folder.is_dir()] + unfinished
+    # killed while moving, the artifact still validates: what moves, and where to, is in flight
+    write_manifest(artifact, complete=False, in_flight_folders=[f.relative_to(artifact.root).as_posix() for f in moving] + [ATTEMPTS])
     for run in todo:
-        moved = move_aside(artifact, run)
-        reporter.note(f"{run.plan.run_id}: {run.why}; old attempt moved to {moved.relative_to(artifact.root).as_posix()}")
-    write_manifest(artifact, complete=False)
+        if run.folder.is_dir():
+            moved = move_aside(artifact, run.folder, run.plan.run_id)
+            reporter.note(f"{run.plan.run_id}: {run.why}; old attempt moved to {moved.relative_to(artifact.root).as_posix()}")
+        else:
+            reporter.note(f"{run.plan.run_id}: {run.why}")
+    for folder in unfinished:  # a maximal batch search cut short: made again
+        move_aside(artifact, folder, f"{MAXBATCH_DIR}-{folder.name}")
+    write_manifest(artifact, complete=False, in_flight_folders=[MAXBATCH_DIR] if plan.unsearched else None)
     previous = [(r.record, r.result) for r in plan.kept if r.record is not None]
     options = RunOptions(runtime=plan.runtime, device=plan.device, out_root=artifact.root.parent.parent, settings=settings)
-    return run_plans(artifact, scenario, [r.plan for r in todo], split, runtimes, options, reporter, gpus, previous=previous)
-
+    plans = [r.plan for r in todo]
+    interrupted = False
+    if plan.unsearched:
+        try:
+            plans += resolve_max_batch(artifact, scenario, plan.unsearched, split, runtimes, plan.device, reporter)
+        except KeyboardInterrupt:
+            plans, interrupted = plans + plan.unsearched, True
+        plans.sort(key=lambda p: _order(scenario, p))
+    return run_plans(artifact, scenario, plans, split, runtimes, options, reporter, gpus, previous=previous, interrupted=interrupted)

@@ -11,7 +11,7 @@ from jsonschema import Draft202012Validator
 
 from orchestrator.paths import schemas_dir
 
-SCHEMA_NAMES = ("scenario", "run-spec", "engine-result", "run-record", "manifest", "summary", "maxbatch")
+SCHEMA_NAMES = ("scenario", "run-spec", "engine-result", "run-record", "manifest", "summary", "maxbatch", "integrity")
 
 
 class SchemaError(ValueError):
@@ -29,11 +29,20 @@ def load_schema(name: str) -> dict[str, Any]:
     return json.loads((schemas_dir() / f"{name}.schema.json").read_text())
 
 
+# Documents people write (scenarios): an "integer" must be written as one (32, not 32.0), so a
+# value keeps its type through the run id and the engines. Machine-written documents keep the
+# JSON Schema meaning (any number with a zero fraction).
+STRICT_INTEGERS = frozenset({"scenario"})
+_STRICT = Draft202012Validator.TYPE_CHECKER.redefine(
+    "integer", lambda _checker, value: isinstance(value, int) and not isinstance(value, bool))
+_StrictValidator = jsonschema.validators.extend(Draft202012Validator, type_checker=_STRICT)
+
+
 @cache
 def _validator(name: str) -> Draft202012Validator:
     schema = load_schema(name)
     Draft202012Validator.check_schema(schema)
-    return Draft202012Validator(schema)
+    return (_StrictValidator if name in STRICT_INTEGERS else Draft202012Validator)(schema)
 
 
 def dotted(path: Any) -> str:

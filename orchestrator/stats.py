@@ -12,6 +12,12 @@ import numpy as np
 ALPHA = 0.05  # significance level of the Mann-Whitney U test
 HIGH_SPREAD = 0.05  # relative IQR (or range, for few repeats) above which the summary warns
 BOOTSTRAP_RESAMPLES = 2000
+MIN_CI_REPEATS = 5  # below this a bootstrap "95% CI" of a median is not one: the interval shown is the range
+
+
+def interval_kind(n: int) -> str:
+    """'ci95' (bootstrap interval of the median) with 5+ repeats, else 'range' (min-max)."""
+    return "ci95" if n >= MIN_CI_REPEATS else "range"
 
 
 def describe(values: list[float], seed: int = 0) -> dict[str, Any] | None:
@@ -33,21 +39,24 @@ def describe(values: list[float], seed: int = 0) -> dict[str, Any] | None:
         "ci95": None,
     }
     out["rel_spread"] = float((arr.max() - arr.min()) / median) if median else 0.0
-    if arr.size >= 3 and np.ptp(arr) > 0:
+    out["interval"] = {"kind": interval_kind(arr.size), "low": float(arr.min()), "high": float(arr.max())}
+    if arr.size >= MIN_CI_REPEATS and np.ptp(arr) > 0:
         from scipy import stats
 
         res = stats.bootstrap((arr,), np.median, confidence_level=0.95, n_resamples=BOOTSTRAP_RESAMPLES,
                               method="percentile", random_state=np.random.default_rng(seed))
         out["ci95"] = [float(res.confidence_interval.low), float(res.confidence_interval.high)]
-    elif arr.size >= 2 and np.ptp(arr) == 0:
+    elif arr.size >= MIN_CI_REPEATS:
         out["ci95"] = [float(median), float(median)]
+    if out["ci95"] is not None:
+        out["interval"].update(low=out["ci95"][0], high=out["ci95"][1])
     return out
 
 
 def ratio_of_medians(a: list[float], b: list[float], seed: int = 0) -> tuple[float, list[float] | None]:
-    """median(a)/median(b) with a bootstrap 95% CI when both sides have 3+ repeats."""
+    """median(a)/median(b) with a bootstrap 95% CI when both sides have 5+ repeats (see ratio_range otherwise)."""
     ratio = float(np.median(a) / np.median(b))
-    if len(a) >= 3 and len(b) >= 3:
+    if len(a) >= MIN_CI_REPEATS and len(b) >= MIN_CI_REPEATS:
         from scipy import stats
 
         res = stats.bootstrap(
@@ -60,6 +69,11 @@ def ratio_of_medians(a: list[float], b: list[float], seed: int = 0) -> tuple[flo
         if np.isfinite(low) and np.isfinite(high):
             return ratio, [float(low), float(high)]
     return ratio, None
+
+
+def ratio_range(a: list[float], b: list[float]) -> list[float]:
+    """The range of a/b over the repeats: [min(a)/max(b), max(a)/min(b)] (what few repeats can say)."""
+    return [float(min(a) / max(b)), float(max(a) / min(b))]
 
 
 def mann_whitney(a: list[float], b: list[float]) -> float | None:
@@ -106,4 +120,5 @@ def significance(a: list[float], b: list[float], alpha: float = ALPHA) -> dict[s
 def compare_samples(a: list[float], b: list[float], seed: int = 0, alpha: float = ALPHA) -> dict[str, Any]:
     """B relative to A: ratio median(b)/median(a) with its bootstrap 95% CI, and the Mann-Whitney verdict."""
     ratio, ci = ratio_of_medians(b, a, seed=seed)
-    return {"ratio": ratio, "ci95": ci, **significance(a, b, alpha)}
+    return {"ratio": ratio, "ci95": ci, "range": ratio_range(b, a), "interval": interval_kind(min(len(a), len(b))),
+            **significance(a, b, alpha)}

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from itertools import permutations
 from typing import Any
 
-from orchestrator.stats import describe, ratio_of_medians, significance, spread_warning
+from orchestrator.stats import describe, interval_kind, ratio_of_medians, ratio_range, significance, spread_warning
+from orchestrator.trajectory import numerical_parity
 from orchestrator.utilisation import utilisation
 
 GROUP_KEYS = ("engine", "precision", "path", "batch_per_device", "devices")
@@ -72,10 +72,20 @@ def _time_to_train(estimate: dict[str, Any] | None, throughput: dict[str, Any] |
 
 def summarize(scenario: str, artifact_id: str, smoke: bool, runs: list[tuple[dict[str, Any], dict[str, Any] | None]],
               host: dict[str, Any] | None = None, cross_parity: list[dict[str, Any]] | None = None,
-              estimate: dict[str, Any] | None = None) -> dict[str, Any]:
+              estimate: dict[str, Any] | None = None, reference: str | None = None) -> dict[str, Any]:
     """``runs``: (run record, engine result or None) in execution order; ``estimate``: the scenario's
-    ``measurement.time_to_train`` ({epochs, samples}) for the derived time-to-train figure."""
+    ``measurement.time_to_train`` ({epochs, samples}) for the derived time-to-train figure; ``reference``:
+    the engine every ratio is taken against (default: the first engine that ran)."""
     rows = [_run_row(record, result) for record, result in runs]
+    verdicts = _numerical_parity(runs)
+    for verdict in verdicts:
+        if verdict["verdict"] == "parity_warning":
+            for row in rows:
+                if row["run_id"] in verdict["runs"]:
+                    text = f"numerical parity {' vs '.join(verdict['engines'])}: {verdict['reason']}"
+                    row["parity_warning"] = f"{row['parity_warning']}; {text}" if row.get("parity_warning") else text
+    if reference is None:
+        reference = next((row["engine"] for row in rows if row["status"] != "skipped"), None)
     counts: dict[str, int] = defaultdict(int)
     for row in rows:
         counts[row["status"]] += 1
@@ -118,9 +128,11 @@ def summarize(scenario: str, artifact_id: str, smoke: bool, runs: list[tuple[dic
         "counts": dict(counts),
         "runs": rows,
         "groups": groups,
-        "ratios": _ratios(valid_throughputs),
+        "reference_engine": reference,
+        "ratios": _ratios(valid_throughputs, reference),
         "scaling": scaling(groups, valid_throughputs),
         "cross_engine_parity": cross_parity or [],
+        "numerical_parity": verdicts,
         "telemetry": _telemetry_overview(rows),
     }
 
@@ -135,20 +147,39 @@ def _latency(valid: list[tuple[dict[str, Any], dict[str, Any] | None]]) -> dict[
     return {k: float(np.median(v)) for k, v in values.items() if v}
 
 
-def _ratios(throughputs: dict[tuple, list[float]]) -> list[dict[str, Any]]:
-    """engine A / engine B for every pair sharing precision, path, batch and devices (valid runs only)."""
+def _ratios(throughputs: dict[tuple, list[float]], reference: str | None) -> list[dict[str, Any]]:
+    """engine / reference engine for every other engine sharing precision, path, batch and devices (valid runs only).
+
+    One direction per pair: the reference is the denominator (a cell without it has no ratio).
+    """
     cells: dict[tuple, dict[str, list[float]]] = defaultdict(dict)
     for (engine, precision, path, batch, devices), values in throughputs.items():
         cells[(precision, path, batch, devices)][engine] = values
     out = []
     for (precision, path, batch, devices), engines in cells.items():
-        for a, b in permutations(sorted(engines), 2):
-            ratio, ci = ratio_of_medians(engines[a], engines[b])
-            test = significance(engines[b], engines[a])
+        if reference not in engines:
+            continue
+        for a in sorted(e for e in engines if e != reference):
+            ratio, ci = ratio_of_medians(engines[a], engines[reference])
+            test = significance(engines[reference], engines[a])
             out.append({"precision": precision, "path": path, "batch_per_device": batch, "devices": devices,
-                        "engine": a, "baseline_engine": b, "ratio": ratio, "ci95": ci,
+                        "engine": a, "baseline_engine": reference, "ratio": ratio, "ci95": ci,
+                        "interval": interval_kind(min(len(engines[a]), len(engines[reference]))),
+                        "range": ratio_range(engines[a], engines[reference]),
                         "p_value": test["p_value"], "significant": test["significant"], "note": test["note"]})
     return out
+
+
+def _numerical_parity(runs: list[tuple[dict[str, Any], dict[str, Any] | None]]) -> list[dict[str, Any]]:
+    """Loss-trajectory verdicts per engine pair over the ok training runs (orchestrator.trajectory)."""
+    candidates = []
+    for record, result in runs:
+        if record["status"] != "ok" or not result:
+            continue
+        candidates.append({"run_id": record["run_id"], "engine": record["engine"], "precision": record["precision"],
+                           "repeat": record["repeat"], "key": (record["precision"], record["path"], record["batch_per_device"], record["devices"]),
+                           "init": (result.get("work") or {}).get("init"), "losses": (result.get("measurements") or {}).get("losses")})
+    return numerical_parity(candidates)
 
 
 SCALING_NOTE = ("speedup = median throughput on N devices / median on 1 device of the same engine, precision, path and "
@@ -177,7 +208,7 @@ def scaling(groups: list[dict[str, Any]], throughputs: dict[tuple, list[float]])
                 "engine": cell[0], "precision": cell[1], "path": cell[2], "batch_per_device": cell[3],
                 "devices": g["devices"], "batch_global": cell[3] * g["devices"], "n": len(values or []),
                 "throughput": _median(list(values)) if values else None, "baseline_throughput": base_median,
-                "speedup": None, "speedup_ci95": None, "efficiency": None, "note": None,
+                "speedup": None, "speedup_ci95": None, "speedup_range": None, "efficiency": None, "note": None,
             }
             if not values:
                 row["note"] = "no valid run on this device count"
@@ -185,6 +216,6 @@ def scaling(groups: list[dict[str, Any]], throughputs: dict[tuple, list[float]])
                 row["note"] = "no valid 1-device run to compare with"
             else:
                 speedup, ci = ratio_of_medians(values, base)
-                row.update(speedup=speedup, speedup_ci95=ci, efficiency=speedup / g["devices"])
+                row.update(speedup=speedup, speedup_ci95=ci, speedup_range=ratio_range(values, base), efficiency=speedup / g["devices"])
             out.append(row)
     return out

@@ -415,21 +415,28 @@ def _integrate_power(rows: list[dict[str, Any]]) -> float | None:
 
 def read_csv(path: Path) -> list[dict[str, Any]]:
     """A telemetry.csv as rows of floats (None where empty); the throttle names stay text."""
-    rows = []
     with open(path, newline="") as handle:
-        for raw in csv.DictReader(handle):
-            row: dict[str, Any] = {}
-            for key, value in raw.items():
-                if key == "throttle":
-                    row[key] = value or ""
-                elif value in ("", None):
+        return parse_csv(handle)
+
+
+def parse_csv(lines: Any) -> list[dict[str, Any]]:
+    """Rows of telemetry CSV text (an iterable of lines); cells past the header are ignored."""
+    rows = []
+    for raw in csv.DictReader(lines):
+        row: dict[str, Any] = {}
+        for key, value in raw.items():
+            if key is None or not isinstance(value, str | None):
+                continue
+            if key == "throttle":
+                row[key] = value or ""
+            elif value in ("", None):
+                row[key] = None
+            else:
+                try:
+                    row[key] = float(value)
+                except ValueError:
                     row[key] = None
-                else:
-                    try:
-                        row[key] = float(value)
-                    except ValueError:
-                        row[key] = None
-            rows.append(row)
+        rows.append(row)
     return rows
 
 

@@ -89,3 +89,14 @@ def run_engine(tmp_path: Path) -> Callable[[dict[str, Any]], tuple[int, dict[str
         return proc.returncode, result, proc.stderr + proc.stdout
 
     return run
+
+
+@pytest.fixture(autouse=True)
+def _fresh_engine_discovery():
+    """Engine discovery is cached per process: a test that points it at the fake engines
+    (BENCH_ENGINE_PATH, undone by monkeypatch) must not leave them to the tests after it."""
+    from orchestrator.engines import discover
+
+    discover.cache_clear()
+    yield
+    discover.cache_clear()

@@ -1,11 +1,10 @@
 """Artifacts as ``.tar.gz`` archives: write one, and validate or open a folder or an archive.
 
 An archive holds one top folder named after the artifact with ``manifest.json`` and every file the
-manifest lists (nothing else). Reading an archive never trusts it: every member is checked first
-(no absolute path, no ``..``, no drive letter, no link, device, FIFO or duplicate, bounded count and
-size) and an archive with any unsafe member is refused without extracting anything; a safe one is
-extracted member by member (regular files and folders only) into a private temporary folder that is
-removed afterwards.
+manifest lists (nothing else). Reading an archive never trusts it (see :mod:`orchestrator.artifacts.extract`):
+every member is vetted and every file checked against the manifest's declared size before anything
+is written, the decompressed stream is bounded, and a safe archive is extracted into a private
+temporary folder that is removed afterwards.
 """
 
 from __future__ import annotations
@@ -13,22 +12,18 @@ from __future__ import annotations
 import contextlib
 import gzip
 import os
-import re
-import shutil
 import tarfile
 import tempfile
 from collections.abc import Iterator
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
+from orchestrator.artifacts.extract import extract_bounded
 from orchestrator.artifacts.layout import MANIFEST
 from orchestrator.artifacts.manifest import listed_files
 from orchestrator.artifacts.validate import ArtifactProblem, validate_artifact
 from orchestrator.errors import BadInput
 
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar")
-MAX_MEMBERS = 200_000
-MAX_BYTES = 64 << 30  # refuse archives that would expand beyond 64 GiB
-_DRIVE = re.compile(r"^[A-Za-z]:")
 
 
 def is_archive(path: Path) -> bool:
@@ -38,79 +33,6 @@ def is_archive(path: Path) -> bool:
 def default_archive_path(folder: Path) -> Path:
     folder = folder.resolve()
     return folder.parent / f"{folder.name}.tar.gz"
-
-
-def _member_problem(member: tarfile.TarInfo) -> str | None:
-    name = member.name
-    if not name or "\x00" in name:
-        return "empty or malformed name"
-    if name.startswith(("/", "\\")) or _DRIVE.match(name):
-        return "absolute path"
-    if ".." in re.split(r"[/\\]", name):
-        return "'..' in the path"
-    if member.issym() or member.islnk():
-        return f"link to {member.linkname!r}"
-    if member.ischr() or member.isblk():
-        return "device file"
-    if member.isfifo():
-        return "FIFO"
-    if not (member.isfile() or member.isdir()):
-        return f"unsupported member type {member.type!r}"
-    return None
-
-
-def check_members(members: list[tarfile.TarInfo]) -> list[ArtifactProblem]:
-    """Problems with the members of an archive (empty: every member is safe to extract)."""
-    problems: list[ArtifactProblem] = []
-    if len(members) > MAX_MEMBERS:
-        return [ArtifactProblem("archive", f"too many members ({len(members)} > {MAX_MEMBERS})")]
-    seen: set[str] = set()
-    total = 0
-    for member in members:
-        why = _member_problem(member)
-        if why:
-            problems.append(ArtifactProblem(member.name or "?", f"unsafe archive member: {why}"))
-            continue
-        key = PurePosixPath(member.name).as_posix().rstrip("/")
-        if key in seen and not member.isdir():
-            problems.append(ArtifactProblem(member.name, "unsafe archive member: duplicate name"))
-        seen.add(key)
-        total += max(member.size, 0)
-    if total > MAX_BYTES:
-        problems.append(ArtifactProblem("archive", f"expands to {total} bytes (limit {MAX_BYTES})"))
-    return problems
-
-
-def _read_members(path: Path) -> tuple[tarfile.TarFile | None, list[tarfile.TarInfo], list[ArtifactProblem]]:
-    try:
-        tar = tarfile.open(path, "r:*")
-    except (tarfile.TarError, OSError, EOFError) as exc:
-        return None, [], [ArtifactProblem(path.name, f"not a readable tar archive ({exc.__class__.__name__}: {exc})")]
-    try:
-        members = tar.getmembers()
-    except (tarfile.TarError, OSError, EOFError, gzip.BadGzipFile) as exc:
-        tar.close()
-        return None, [], [ArtifactProblem(path.name, f"truncated or corrupt archive ({exc.__class__.__name__}: {exc})")]
-    return tar, members, []
-
-
-def _extract(tar: tarfile.TarFile, members: list[tarfile.TarInfo], dest: Path) -> None:
-    """Regular files and folders only, each checked to land inside ``dest`` (already vetted members)."""
-    base = dest.resolve()
-    for member in members:
-        target = (base / PurePosixPath(member.name)).resolve()
-        if not target.is_relative_to(base):
-            raise BadInput(f"archive member {member.name!r} would land outside the extraction folder")
-        if member.isdir():
-            target.mkdir(parents=True, exist_ok=True, mode=0o755)
-            continue
-        target.parent.mkdir(parents=True, exist_ok=True, mode=0o755)
-        source = tar.extractfile(member)
-        if source is None:
-            raise BadInput(f"archive member {member.name!r} has no data")
-        with source, open(target, "xb") as sink:
-            shutil.copyfileobj(source, sink)
-        os.chmod(target, 0o644)
 
 
 def _artifact_root(folder: Path) -> Path | None:
@@ -125,29 +47,16 @@ def _artifact_root(folder: Path) -> Path | None:
 @contextlib.contextmanager
 def _extracted(path: Path) -> Iterator[tuple[Path | None, list[ArtifactProblem]]]:
     """(artifact root inside a temporary folder, []) or (None, problems) when the archive is refused."""
-    tar, members, problems = _read_members(path)
-    if tar is None:
-        yield None, problems
-        return
-    with tar:
-        problems = check_members(members)
+    with tempfile.TemporaryDirectory(prefix="bench-archive-") as tmp:
+        problems = extract_bounded(path, Path(tmp))
         if problems:
             yield None, problems
             return
-        with tempfile.TemporaryDirectory(prefix="bench-archive-") as tmp:
-            try:
-                _extract(tar, members, Path(tmp))
-            except (tarfile.TarError, OSError, EOFError, gzip.BadGzipFile) as exc:
-                yield None, [ArtifactProblem(path.name, f"cannot extract ({exc.__class__.__name__}: {exc})")]
-                return
-            except BadInput as exc:
-                yield None, [ArtifactProblem(path.name, str(exc))]
-                return
-            root = _artifact_root(Path(tmp))
-            if root is None:
-                yield None, [ArtifactProblem(path.name, f"no {MANIFEST} at the top of the archive or in its single top folder")]
-                return
-            yield root, []
+        root = _artifact_root(Path(tmp))
+        if root is None:
+            yield None, [ArtifactProblem(path.name, f"no {MANIFEST} at the top of the archive or in its single top folder")]
+            return
+        yield root, []
 
 
 def validate_path(path: Path) -> list[ArtifactProblem]:

@@ -18,11 +18,12 @@ MANIFEST = "manifest.json"
 SUMMARY = "summary.json"
 SCENARIO = "scenario.yaml"
 RUNS = "runs"
+INTEGRITY = "integrity.json"  # overrides of integrity checks (resume --force), see artifacts.integrity
 
 # file name -> schema it must satisfy
 SCHEMA_OF = {
     "search.json": "maxbatch", "spec.json": "run-spec", "result.json": "engine-result", "run.json": "run-record",
-    SUMMARY: "summary", MANIFEST: "manifest",
+    SUMMARY: "summary", MANIFEST: "manifest", INTEGRITY: "integrity",
 }
 
 
@@ -62,11 +63,17 @@ def open_artifact(folder: Path) -> Artifact:
     """An existing artifact folder (BadInput when it is not one)."""
     import json
 
+    from orchestrator.artifacts.walk import read_bytes_no_follow
+
     manifest = folder / MANIFEST
     if not manifest.is_file():
         raise BadInput(f"{folder}: not a bench artifact (no {MANIFEST})")
     try:
-        meta = json.loads(manifest.read_text())
-    except (OSError, ValueError) as exc:
+        meta = json.loads(read_bytes_no_follow(folder, MANIFEST, 256 << 20))
+    except OSError as exc:
+        raise BadInput(f"{manifest}: refused ({exc.strerror or exc}; links are never followed)") from None
+    except (ValueError, RecursionError) as exc:
         raise BadInput(f"{manifest}: unreadable ({exc})") from None
+    if not isinstance(meta, dict):
+        raise BadInput(f"{manifest}: not a manifest (a JSON object)")
     return Artifact(folder, meta.get("scenario", "?"), meta.get("artifact_id", folder.name))

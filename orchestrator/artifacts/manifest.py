@@ -7,6 +7,7 @@ from pathlib import Path
 
 import orchestrator
 from orchestrator.artifacts.layout import MANIFEST, Artifact, utc_now
+from orchestrator.artifacts.walk import walk
 from orchestrator.jsonio import write_json
 
 
@@ -18,18 +19,42 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+# (device, inode, size, mtime_ns) -> sha256 of the files this process already hashed for a manifest.
+# The manifest is rewritten before and after every run; without this, every rewrite re-hashed every
+# file (the shared 94 MB initial-weights file and its hard link in each run folder included), a cost
+# that grew with the square of the runs. `bench results validate` never uses it: it always re-reads.
+_KNOWN: dict[tuple[int, int, int, int], str] = {}
+
+
+def _manifest_sha256(path: Path) -> str:
+    info = path.stat()
+    key = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+    if key not in _KNOWN:
+        _KNOWN[key] = file_sha256(path)
+    return _KNOWN[key]
+
+
 def listed_files(root: Path) -> list[Path]:
-    """Every regular file under ``root`` but the manifest and hidden temporaries, sorted."""
-    return sorted(
-        p for p in root.rglob("*")
-        if p.is_file() and not p.is_symlink() and p.name != MANIFEST and not p.name.startswith(".")
-    )
+    """Every regular file under ``root`` but the manifest itself, dot-files included, sorted; links are
+    neither listed nor entered (``bench results validate`` reports them)."""
+    return [root / e.rel for e in walk(root) if e.kind == "file" and e.rel != MANIFEST]
 
 
-def write_manifest(artifact: Artifact, complete: bool) -> dict:
+def in_flight(rel: str, folders: list[str]) -> bool:
+    """Is the artifact path ``rel`` inside one of the folders the manifest declares in flight?"""
+    return any(rel == folder or rel.startswith(folder.rstrip("/") + "/") for folder in folders)
+
+
+def write_manifest(artifact: Artifact, complete: bool, in_flight_folders: list[str] | None = None) -> dict:
+    """Hash every file. ``in_flight_folders`` (relative paths) are being written now (the run in
+    flight, folders resume is moving): their files are neither listed nor required, so that an
+    artifact whose bench was killed (SIGKILL, power loss) still validates; the next manifest
+    written without them lists what they hold then."""
+    flying = list(in_flight_folders or [])
     files = [
-        {"path": p.relative_to(artifact.root).as_posix(), "sha256": file_sha256(p), "bytes": p.stat().st_size}
+        {"path": rel, "sha256": _manifest_sha256(p), "bytes": p.stat().st_size}
         for p in listed_files(artifact.root)
+        if not in_flight(rel := p.relative_to(artifact.root).as_posix(), flying)
     ]
     manifest = {
         "schema_version": 1,
@@ -40,5 +65,7 @@ def write_manifest(artifact: Artifact, complete: bool) -> dict:
         "complete": complete,
         "files": files,
     }
+    if flying:
+        manifest["in_flight"] = flying
     write_json(artifact.root / MANIFEST, manifest, "manifest")
     return manifest

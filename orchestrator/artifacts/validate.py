@@ -1,25 +1,50 @@
-"""Re-check an artifact folder: manifest schema, every file's hash, every document's schema."""
+"""Re-check an artifact folder: manifest schema, every file's hash, every document's schema, and
+nothing but the listed files: every other entry (dot-files, links, FIFOs, devices) is a problem.
+
+Nothing here follows a link: the folder is walked with ``lstat`` and files are opened with
+``O_NOFOLLOW`` at every step (see :mod:`orchestrator.artifacts.walk`).
+"""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
 from orchestrator.artifacts.layout import MANIFEST, SCENARIO, SCHEMA_OF
-from orchestrator.artifacts.manifest import file_sha256, listed_files
+from orchestrator.artifacts.manifest import in_flight
+from orchestrator.artifacts.walk import Entry, open_no_follow, read_bytes_no_follow, walk
 from orchestrator.schemas import SchemaError, validate
+
+MAX_DOCUMENT_BYTES = 256 << 20  # a JSON document of an artifact larger than this is not read
+
+# kinds of problem: what resume's integrity check counts as tampering (all but "unlisted" and "schema")
+TAMPER_KINDS = frozenset({"manifest", "missing", "modified", "link", "special"})
 
 
 @dataclass(frozen=True)
 class ArtifactProblem:
     path: str
     problem: str
+    kind: str = "other"  # manifest | missing | modified | link | special | unlisted | schema | other
 
     def __str__(self) -> str:
         return f"{self.path}: {self.problem}"
+
+
+def sha256_no_follow(root: Path, rel: str) -> tuple[int, str]:
+    """(bytes, sha256) of ``root/rel``, read without following any link."""
+    digest = hashlib.sha256()
+    size = 0
+    with os.fdopen(open_no_follow(root, rel), "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+            size += len(chunk)
+    return size, digest.hexdigest()
 
 
 def _check_document(root: Path, rel: str) -> ArtifactProblem | None:
@@ -30,44 +55,78 @@ def _check_document(root: Path, rel: str) -> ArtifactProblem | None:
     if not schema:
         return None
     try:
-        text = (root / rel).read_text()
-        document = yaml.safe_load(text) if name.endswith(".yaml") else json.loads(text)
+        text = read_bytes_no_follow(root, rel, MAX_DOCUMENT_BYTES).decode("utf-8")
+        if name.endswith(".yaml"):
+            from orchestrator.scenario.safe_yaml import load_bounded
+
+            document = load_bounded(text)
+        else:
+            document = json.loads(text)
         validate(document, schema)
     except SchemaError as exc:
-        return ArtifactProblem(rel, f"does not match the {schema} schema: {exc}")
-    except (ValueError, yaml.YAMLError) as exc:
-        return ArtifactProblem(rel, f"unreadable: {exc.__class__.__name__}")
+        return ArtifactProblem(rel, f"does not match the {schema} schema: {exc}", "schema")
+    except (ValueError, yaml.YAMLError, OSError, RecursionError) as exc:
+        return ArtifactProblem(rel, f"unreadable: {exc.__class__.__name__}", "schema")
     return None
 
 
-def validate_artifact(root: Path) -> list[ArtifactProblem]:
-    """Every problem found (empty list: the artifact is intact)."""
-    manifest_path = root / MANIFEST
-    if not manifest_path.is_file():
-        return [ArtifactProblem(MANIFEST, "missing")]
+def read_manifest(root: Path, entries: dict[str, Entry]) -> tuple[dict | None, list[ArtifactProblem]]:
+    """The manifest (schema-checked), or the problem with it."""
+    entry = entries.get(MANIFEST)
+    if entry is None:
+        return None, [ArtifactProblem(MANIFEST, "missing", "manifest")]
+    if entry.kind != "file":
+        return None, [ArtifactProblem(MANIFEST, f"is a {entry.kind}, not a regular file (links are never followed)", "manifest")]
     try:
-        manifest = json.loads(manifest_path.read_text())
+        manifest = json.loads(read_bytes_no_follow(root, MANIFEST, MAX_DOCUMENT_BYTES))
         validate(manifest, "manifest")
-    except (ValueError, SchemaError) as exc:
-        return [ArtifactProblem(MANIFEST, f"invalid: {exc}")]
-    problems: list[ArtifactProblem] = []
+    except (ValueError, SchemaError, OSError, RecursionError) as exc:
+        return None, [ArtifactProblem(MANIFEST, f"invalid: {exc}", "manifest")]
+    return manifest, []
+
+
+def validate_artifact(root: Path) -> list[ArtifactProblem]:
+    """Every problem found (empty list: the artifact is intact and holds nothing but its listed files)."""
+    try:
+        entries = {e.rel: e for e in walk(root)}
+    except OSError as exc:
+        return [ArtifactProblem(str(root), f"cannot be read ({exc.strerror or exc})", "other")]
+    manifest, problems = read_manifest(root, entries)
+    if manifest is None:
+        return problems
     listed = {entry["path"]: entry for entry in manifest["files"]}
-    for rel, entry in listed.items():
-        path = root / rel
-        if not path.resolve().is_relative_to(root.resolve()):
-            problems.append(ArtifactProblem(rel, "points outside the artifact"))
+    flying = manifest.get("in_flight") or []  # runs being written when bench stopped: not hashed yet
+    if flying and manifest.get("complete"):
+        problems.append(ArtifactProblem(MANIFEST, "complete, yet folders are in flight", "other"))
+    for rel, item in listed.items():
+        found = entries.get(rel)
+        if found is None:
+            problems.append(ArtifactProblem(rel, "listed in the manifest but missing", "missing"))
             continue
-        if not path.is_file():
-            problems.append(ArtifactProblem(rel, "listed in the manifest but missing"))
+        if found.kind == "link":
+            problems.append(ArtifactProblem(rel, "is a symbolic link (never followed)", "link"))
             continue
-        if path.stat().st_size != entry["bytes"] or file_sha256(path) != entry["sha256"]:
-            problems.append(ArtifactProblem(rel, "sha256 differs from the manifest (modified)"))
+        if found.kind != "file":
+            problems.append(ArtifactProblem(rel, f"listed in the manifest but a {found.kind}, not a regular file", "special"))
+            continue
+        try:
+            size, digest = sha256_no_follow(root, rel)
+        except OSError as exc:
+            problems.append(ArtifactProblem(rel, f"cannot be read without following a link ({exc.strerror or exc})", "link"))
+            continue
+        if size != item["bytes"] or digest != item["sha256"]:
+            problems.append(ArtifactProblem(rel, "sha256 differs from the manifest (modified)", "modified"))
             continue
         problem = _check_document(root, rel)
         if problem:
             problems.append(problem)
-    for path in listed_files(root):
-        rel = path.relative_to(root).as_posix()
-        if rel not in listed:
-            problems.append(ArtifactProblem(rel, "not listed in the manifest"))
+    for rel, entry in entries.items():
+        if rel == MANIFEST or rel in listed or entry.kind == "dir":
+            continue
+        if entry.kind == "link":
+            problems.append(ArtifactProblem(rel, "symbolic link, not listed in the manifest (never followed)", "link"))
+        elif entry.kind == "other":
+            problems.append(ArtifactProblem(rel, "not a regular file (FIFO, socket or device), not listed in the manifest", "special"))
+        elif not in_flight(rel, flying):  # a regular file of the run bench was writing when it stopped
+            problems.append(ArtifactProblem(rel, "not listed in the manifest", "unlisted"))
     return problems

@@ -1,6 +1,6 @@
 """The ``bench`` root command. Sub-commands are the ``*_cmd.py`` modules of this package.
 
-Exit codes: 0 success; 1 some runs failed or were invalid; 2 bad input; 130 interrupted.
+Exit codes: 0 success; 1 some runs failed or were invalid; 2 bad input; 130 interrupted (143 SIGTERM, 129 SIGHUP).
 """
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib
 import os
 import pkgutil
+import signal
 import sys
 
 import typer
@@ -15,7 +16,8 @@ from rich.markup import escape
 
 from orchestrator import __version__
 from orchestrator.cli.console import err
-from orchestrator.errors import BadInput, Interrupted
+from orchestrator.errors import BadInput, Interrupted, one_line
+from orchestrator.signals import exit_status, received, termination_handled
 
 app = typer.Typer(
     name="bench",
@@ -53,26 +55,39 @@ _register()
 
 
 def main() -> None:
-    """Console-script entry: turn bad input and interrupts into one line and an exit code."""
+    """Console-script entry: turn bad input and interrupts into one line and an exit code.
+
+    SIGTERM and SIGHUP are handled like Ctrl-C (orchestrator.signals); the exit status is 128 + the signal.
+    """
+    with termination_handled():
+        _main()
+
+
+def _main() -> None:
     try:
         code = app(standalone_mode=False)  # returns typer.Exit's code in non-standalone mode
+        if code == 130 and received() is not None:  # typer turns a KeyboardInterrupt into a silent Exit(130)
+            raise Interrupted()
         sys.exit(code if isinstance(code, int) else 0)
     except BadInput as exc:
-        err.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True)
+        # one line, whatever the message quotes of the input (a value with a newline, say)
+        err.print(f"[red]error:[/] {escape(one_line(str(exc)))}", soft_wrap=True)
         sys.exit(2)
     except (KeyboardInterrupt, Interrupted):
-        err.print("[magenta]interrupted[/]")
-        sys.exit(130)
+        signum = received()
+        err.print("[magenta]interrupted[/]" + (f" ({signal.Signals(signum).name})" if signum and signum != signal.SIGINT else ""))
+        sys.exit(exit_status())
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
-    except typer.Abort:
-        err.print("[magenta]aborted[/]")
-        sys.exit(130)
+    except typer.Abort:  # click turns a KeyboardInterrupt (Ctrl-C, SIGTERM, SIGHUP) inside a command into Abort
+        signum = received()
+        err.print("[magenta]aborted[/]" + (f" ({signal.Signals(signum).name})" if signum and signum != signal.SIGINT else ""))
+        sys.exit(exit_status())
     except Exception as exc:  # click usage errors (typer bundles its own click) and the unexpected
         if hasattr(exc, "show") and isinstance(getattr(exc, "exit_code", None), int):
             exc.show()
             sys.exit(exc.exit_code)
         if os.environ.get("BENCH_DEBUG"):
             raise
-        err.print(f"[red]internal error:[/] {exc.__class__.__name__}: {escape(str(exc))} (set BENCH_DEBUG=1 for the traceback)")
+        err.print(f"[red]internal error:[/] {exc.__class__.__name__}: {escape(one_line(str(exc)))} (set BENCH_DEBUG=1 for the traceback)")
         sys.exit(1)

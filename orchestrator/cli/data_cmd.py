@@ -27,12 +27,13 @@ def _size(value: str | None) -> tuple[int, int] | None:
 
 @data_app.command("prepare")
 def prepare(
-    name: str = typer.Argument(..., help="Dataset name: cifar10 or imagenet."),
+    name: str = typer.Argument(..., help="Dataset name: cifar10 or imagenet, or any name with --source synthetic (32x32x3, 10 classes unless --size)."),
     source: str | None = typer.Option(None, "--source", help="PATH or URL of the archive (cifar10; default: the official URL), "
                                       "a FOLDER of class subfolders (imagenet), or 'synthetic'."),
     sha256: str | None = typer.Option(None, "--sha256", help="Expected sha256 of the archive (a mirror or a local copy); default: the published one."),
     size: str | None = typer.Option(None, "--size", help="Image size for a folder or synthetic data: N or HxW (default: the dataset's, 224 for imagenet)."),
-    samples: int | None = typer.Option(None, "--samples", min=1, help="Samples per split: synthetic sizes, or the first N images of a folder."),
+    samples: int | None = typer.Option(None, "--samples", min=1, max=2_000_000_000,
+                                       help="Samples per split: synthetic sizes, or the first N images of a folder."),
     seed: int = typer.Option(0, "--seed", min=0, help="Seed of synthetic data (scenarios use workload.seed)."),
     as_json: bool = typer.Option(False, "--json", help="Print as JSON."),
 ) -> None:
@@ -40,7 +41,7 @@ def prepare(
     from orchestrator.data.registry import get_dataset
     from orchestrator.data.sources import prepare_named
 
-    info = get_dataset(name)
+    info = get_dataset(name, "dataset", synthetic=source == "synthetic")
     geometry = info.geometry
     hw = _size(size)
     if hw is not None:

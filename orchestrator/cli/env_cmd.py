@@ -67,9 +67,26 @@ def env(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="
 
 
 @env_app.command("create")
-def create(engine: str = typer.Argument(..., help="Engine whose pinned requirements to install."),
-           system_site_packages: bool = typer.Option(False, "--system-site-packages", help="Let the env see the host's packages.")) -> None:
-    """Create (or update) bench's own Python environment for ENGINE; the local runtime then uses it."""
+def create(engine: str = typer.Argument(..., help="Engine whose pinned requirements to install (or, for OpenNN, to compile)."),
+           system_site_packages: bool = typer.Option(False, "--system-site-packages", help="Let the env see the host's packages."),
+           cuda: bool = typer.Option(False, "--cuda", help="Compiled engines: the CUDA build (default: CPU)."),
+           vendor: str | None = typer.Option(None, "--vendor", help="Compiled engines: folder with the pinned source archives (default $BENCH_OPENNN_VENDOR)."),
+           cuda_arch: str = typer.Option("90", "--cuda-arch", help="Compiled engines: CMAKE_CUDA_ARCHITECTURES."),
+           cudnn_root: str | None = typer.Option(None, "--cudnn-root", help="Compiled engines: cuDNN folder (default: the nvidia-cudnn wheel)."),
+           deps_prefix: str | None = typer.Option(None, "--deps-prefix", help="Compiled engines: root of unpacked zlib/libjpeg .deb files."),
+           jobs: int | None = typer.Option(None, "--jobs", min=1, help="Compiled engines: parallel compile jobs.")) -> None:
+    """Create (or update) bench's own environment for ENGINE; the local runtime then uses it.
+
+    Python engines get a venv with their pinned requirements; OpenNN is compiled once
+    (library + driver) into ~/.cache/bench/opennn/<checksums>/."""
+    from orchestrator.engines import get_engine
+
+    if get_engine(engine).build:
+        from orchestrator.opennn_build import BuildRequest, build
+
+        driver = build(BuildRequest(cuda=cuda, vendor=vendor, cuda_arch=cuda_arch, cudnn_root=cudnn_root, deps_prefix=deps_prefix, jobs=jobs))
+        out.print(f"[green]ready[/]: {engine} -> {driver}")
+        return
     from orchestrator.envs import create_env
 
     python = create_env(engine, system_site_packages)

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 
 from orchestrator.artifacts import open_artifact
 from orchestrator.artifacts.layout import SUMMARY
 from orchestrator.cli.console import err, out, print_json
 from orchestrator.cli.results_view import render_summary
 from orchestrator.errors import BadInput
-from orchestrator.jsonio import read_json
 from orchestrator.schemas import SchemaError
+from orchestrator.schemas import validate as validate_document
 
 results_app = typer.Typer(help="Inspect, validate, compare and archive result artifacts.", no_args_is_help=True)
 
@@ -24,12 +26,18 @@ def _folder(path: Path) -> Path:
 
 
 def load_summary(folder: Path) -> dict:
+    from orchestrator.artifacts.walk import read_bytes_no_follow
+
     open_artifact(folder)
     try:
-        return read_json(folder / SUMMARY, "summary")
+        summary = json.loads(read_bytes_no_follow(folder, SUMMARY, 256 << 20))
+        validate_document(summary, "summary")
+        return summary
     except FileNotFoundError:
         raise BadInput(f"{folder}: no {SUMMARY} (the run may still be in progress)") from None
-    except (ValueError, SchemaError) as exc:
+    except OSError as exc:
+        raise BadInput(f"{folder / SUMMARY}: refused ({exc.strerror or exc}; links are never followed)") from None
+    except (ValueError, SchemaError, RecursionError) as exc:
         raise BadInput(f"{folder / SUMMARY}: invalid ({exc})") from None
 
 
@@ -41,6 +49,22 @@ def show(artifact: Path = typer.Argument(..., help="Artifact folder."), as_json:
         print_json(summary)
     else:
         render_summary(summary)
+    warn_integrity(artifact)
+
+
+def warn_integrity(folder: Path) -> None:
+    """Warnings (stderr) for an artifact that fails validation or was resumed over integrity problems."""
+    from orchestrator.artifacts.integrity import read_integrity
+    from orchestrator.artifacts.validate import validate_artifact
+
+    problems = validate_artifact(folder)
+    if problems:
+        more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
+        err.print(f"[yellow]warning[/] the artifact does not validate, these results may have been tampered with: "
+                  f"{escape(str(problems[0]))}{more} (see 'bench results validate')")
+    for override in (read_integrity(folder) or {}).get("overrides", []):
+        err.print(f"[yellow]warning[/] {escape(override['action'])} at {escape(override['at'])} overrode "
+                  f"{override['problem_count']} integrity problem(s) (see integrity.json)")
 
 
 @results_app.command("validate")
@@ -56,9 +80,15 @@ def validate(artifact: Path = typer.Argument(..., help="Artifact folder (or .tar
         print_json({"artifact": str(artifact), "valid": not problems, "problems": [str(p) for p in problems]})
     elif problems:
         for problem in problems:
-            err.print(f"[red]invalid[/] {problem}")
+            err.print(f"[red]invalid[/] {escape(str(problem))}")
     else:
-        out.print(f"[green]valid[/]: {artifact}")
+        out.print(f"[green]valid[/]: {escape(str(artifact))}")
+        if artifact.is_dir():
+            from orchestrator.artifacts.integrity import read_integrity
+
+            for override in (read_integrity(artifact) or {}).get("overrides", []):
+                err.print(f"[yellow]note[/] {escape(override['action'])} at {escape(override['at'])} overrode "
+                          f"{override['problem_count']} integrity problem(s) (see integrity.json)")
     raise typer.Exit(1 if problems else 0)
 
 

@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from rich.table import Table
 
 from orchestrator.cli.console import fmt_rate, fmt_seconds, out, status_text
+
+
+def interval_text(stats: dict[str, Any], fmt: Callable[[float], str]) -> str:
+    """'95% CI a - b' with 5+ repeats, else 'range min - max' (orchestrator.stats.interval_kind)."""
+    interval = stats.get("interval")
+    if not interval:
+        return "-"
+    label = "95% CI" if interval["kind"] == "ci95" else "range"
+    return f"{label} {fmt(interval['low'])} - {fmt(interval['high'])}"
 
 
 def _stat(summary: dict[str, Any] | None, key: str = "median") -> float | None:
@@ -29,18 +39,17 @@ def render_summary(summary: dict[str, Any]) -> None:
         train_estimate = any(g.get("time_to_train_h") for g in groups)
         latency = any(g.get("latency_ms") for g in groups)
         table = Table(title="steady-state throughput (samples/s, median over valid repeats)")
-        columns = ["engine", "precision", "path", "batch", "dev", "n", "median", "min", "max", "95% CI", "TFLOP/s", "% peak", "J/sample"]
+        columns = ["engine", "precision", "path", "batch", "dev", "n", "median", "min", "max", "interval", "TFLOP/s", "% peak", "J/sample"]
         columns += ["p50/p99 ms"] if latency else []
         columns += ["90-epoch h"] if train_estimate else []
         for column in [*columns, "warnings"]:
             table.add_column(column)
         for g in groups:
             tp = g["throughput"]
-            ci = tp.get("ci95")
             energy = (g.get("energy_per_sample_j") or {}).get("median")
             cells = [g["engine"], g["precision"], g["path"], str(g["batch_per_device"]), str(g["devices"]), str(g["n"]),
                      fmt_rate(tp["median"]), fmt_rate(tp["min"]), fmt_rate(tp["max"]),
-                     f"{fmt_rate(ci[0])} - {fmt_rate(ci[1])}" if ci else "-",
+                     interval_text(tp, fmt_rate),
                      f"{g['achieved_tflops']:.1f}" if g.get("achieved_tflops") else "-",
                      f"{100 * g['peak_fraction']:.1f}%" if g.get("peak_fraction") else "-",
                      f"{energy:.4f}" if energy else "-"]
@@ -52,13 +61,25 @@ def render_summary(summary: dict[str, Any]) -> None:
             table.add_row(*cells, "; ".join(g.get("warnings", [])))
         out.print(table)
     if summary.get("ratios"):
-        table = Table(title="cross-engine throughput ratios (valid runs only)")
-        for column in ("precision", "path", "batch", "dev", "engine", "vs", "ratio", "95% CI"):
+        table = Table(title=f"cross-engine throughput ratios against {summary.get('reference_engine') or 'the reference'} (valid runs only)")
+        for column in ("precision", "path", "batch", "dev", "engine", "vs", "ratio", "interval"):
             table.add_column(column)
         for r in summary["ratios"]:
-            ci = r.get("ci95")
+            ci, span = r.get("ci95"), r.get("range")
+            text = f"95% CI {ci[0]:.2f}-{ci[1]:.2f}" if ci else (f"range {span[0]:.2f}-{span[1]:.2f}" if span else "-")
             table.add_row(r["precision"], r.get("path", ""), str(r.get("batch_per_device", "")), str(r.get("devices", "")),
-                          r["engine"], r["baseline_engine"], f"{r['ratio']:.2f}x", f"{ci[0]:.2f}-{ci[1]:.2f}" if ci else "-")
+                          r["engine"], r["baseline_engine"], f"{r['ratio']:.2f}x", text)
+        out.print(table)
+    verdicts = summary.get("numerical_parity") or []
+    if verdicts:
+        table = Table(title="numerical parity: first training losses per engine pair (shared initial weights)")
+        for column in ("precision", "engines", "steps", "largest deviation", "at step", "tolerance there", "verdict"):
+            table.add_column(column)
+        for v in verdicts:
+            dev = v.get("max_rel_dev")
+            table.add_row(v["precision"], " vs ".join(v["engines"]), str(v.get("steps", 0)), f"{dev:.2e}" if dev is not None else "-",
+                          str(v.get("at_step") or "-"), f"{v['tolerance']:.1e}" if v.get("tolerance") else "-",
+                          v["verdict"] + (f" ({v['reason']})" if v.get("reason") else ""))
         out.print(table)
     scaling_rows = summary.get("scaling") or []
     if scaling_rows:

@@ -59,6 +59,10 @@ def run(
 
     if device not in ("auto", "cpu", "cuda"):
         raise BadInput(f"--device: '{device}' is not one of auto, cpu, cuda")
+    if runtime != "auto":  # checked by --dry-run too
+        from orchestrator.runtimes import get_runtime
+
+        get_runtime(runtime)
     scenario = _load(file, sets, smoke)
     plans = expand(scenario, _csv(engines), _csv(precisions), repeats, devices)
     if dry_run:
@@ -75,7 +79,7 @@ def run(
                               slurm_container, None, slurm_shared_dir)
     if slurm:
         settings["slurm"] = slurm
-    options = RunOptions(runtime=runtime, device=device, out_root=out_dir or default_results_dir(), settings=settings)
+    options = RunOptions(runtime=runtime, device=device, out_root=(out_dir or default_results_dir()).resolve(), settings=settings)
     outcome = run_scenario(scenario, plans, options, RichReporter(quiet=as_json, verbose=verbose))
     if as_json:
         print_json({"artifact": str(outcome.artifact.root), **outcome.summary})

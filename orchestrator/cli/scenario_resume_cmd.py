@@ -34,6 +34,7 @@ def resume_cmd(
     slurm_shared_dir: Path = typer.Option(None, "--slurm-shared-dir",
                                           help="slurm: staging folder every node sees (default: the run folder; env BENCH_SLURM_SHARED_DIR)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Only list the runs that would be run again."),
+    force: bool = typer.Option(False, "--force", help="Resume an artifact whose files changed since bench wrote them (recorded in its integrity.json)."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary (or, with --dry-run, the plan) as JSON."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Echo engine output."),
 ) -> None:
@@ -43,8 +44,10 @@ def resume_cmd(
 
     if device is not None and device not in ("auto", "cpu", "cuda"):
         raise BadInput(f"--device: '{device}' is not one of auto, cpu, cuda")
+    artifact_dir = artifact_dir.resolve()
+    _check_integrity(artifact_dir, force, dry_run)
     plan = plan_resume(artifact_dir, runtime, device)
-    if dry_run or not plan.to_run:
+    if dry_run or plan.nothing_to_do:
         _show(plan, as_json, dry_run)
         return
     settings: dict = {"interpreter": python} if python else {}
@@ -53,7 +56,7 @@ def resume_cmd(
     if slurm:
         settings["slurm"] = slurm
     reporter = RichReporter(quiet=as_json, verbose=verbose)
-    reporter.note(f"resuming {plan.artifact.root}: {len(plan.to_run)} of {len(plan.runs)} runs to run again "
+    reporter.note(f"resuming {plan.artifact.root}: {len(plan.to_run) + len(plan.unsearched)} of {len(plan.runs) + len(plan.unsearched)} runs to run "
                   f"(runtime {plan.runtime}, device {plan.device})")
     outcome = resume(plan, settings, reporter)
     if as_json:
@@ -64,20 +67,35 @@ def resume_cmd(
     raise typer.Exit(outcome.exit_code)
 
 
+def _check_integrity(artifact_dir: Path, force: bool, dry_run: bool) -> None:
+    """Hashes first: refuse (exit 2) a changed artifact unless --force (then recorded in the artifact)."""
+    from orchestrator.artifacts import open_artifact
+    from orchestrator.artifacts.integrity import check_before_resume
+
+    open_artifact(artifact_dir)
+    problems = check_before_resume(artifact_dir, force, dry_run)
+    if problems:
+        err.print(f"[yellow]warning[/] --force: resuming over {len(problems)} integrity problem(s), first: {escape(str(problems[0]))}"
+                  + ("" if dry_run else " (recorded in integrity.json)"))
+
+
 def _show(plan, as_json: bool, dry_run: bool) -> None:
     if as_json:
         print_json({"artifact": str(plan.artifact.root), "runtime": plan.runtime, "device": plan.device,
                     "runs": [{"run_id": r.plan.run_id, "action": "keep" if r.keep else "run", "why": r.why} for r in plan.runs]})
         return
-    if not plan.to_run:
+    if plan.nothing_to_do:
         out.print(f"nothing to resume: all {len(plan.runs)} runs of {escape(str(plan.artifact.root))} have a valid result")
         return
     for run in plan.runs:
         action = "[dim]keep[/]" if run.keep else "[bold]run again[/]"
         status = run.record["status"] if run.record else "no record"
         out.print(f"{action}  {escape(run.plan.run_id)}  {status_text(status)}  [dim]{escape(run.why)}[/]")
+    for unsearched in plan.unsearched:
+        out.print(f"[bold]search[/]  {escape(unsearched.run_id)}  [dim]its maximal batch search did not finish[/]")
     if dry_run:
-        out.print(f"{len(plan.to_run)} of {len(plan.runs)} runs would run again (runtime {plan.runtime}, device {plan.device})")
+        todo, total = len(plan.to_run) + len(plan.unsearched), len(plan.runs) + len(plan.unsearched)
+        out.print(f"{todo} of {total} runs would run again (runtime {plan.runtime}, device {plan.device})")
 
 
 def register(app: typer.Typer) -> None:

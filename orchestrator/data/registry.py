@@ -7,6 +7,7 @@ Adding a dataset = one module with a ``prepare(...)`` function plus one entry be
 from __future__ import annotations
 
 import importlib
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,8 +66,22 @@ def dataset_names() -> list[str]:
     return sorted(DATASETS)
 
 
-def get_dataset(name: str, what: str = "dataset") -> DatasetInfo:
+SYNTHETIC_NAME = re.compile(r"(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # as the scenario schema's workload.dataset.name
+
+
+def synthetic_only(name: str, what: str = "dataset") -> DatasetInfo:
+    """A name bench does not know, for synthetic data only: 32x32x3, 10 classes unless told otherwise."""
+    if not SYNTHETIC_NAME.fullmatch(name):
+        raise BadInput(f"{what}: '{name[:80]}' is not a dataset name (letters, digits, '_', '-', '.'; at most 64)")
+    return DatasetInfo(name=name, description=f"synthetic data named {name}", geometry=(32, 32, 3), num_classes=10,
+                       synthetic_samples={"train": 10_000, "test": 1_000}, module="", fixed_geometry=False)
+
+
+def get_dataset(name: str, what: str = "dataset", synthetic: bool = False) -> DatasetInfo:
+    """The dataset named ``name``; with ``synthetic`` any well-formed name (see :func:`synthetic_only`)."""
     info = DATASETS.get(name)
+    if info is None and synthetic:
+        return synthetic_only(name, what)
     if info is None:
         raise BadInput(f"{what}: unknown dataset '{name}' (known: {', '.join(dataset_names())}; source 'synthetic' works with any name)")
     return info

@@ -90,7 +90,7 @@ def describe(record: dict[str, Any]) -> dict[str, Any]:
 def prepare_named(name: str, source: str | None = None, sha256: str | None = None, geometry: tuple[int, int, int] | None = None,
                   samples: int | None = None, seed: int = 0) -> dict[str, Any]:
     """``bench data prepare``: prepare (or find cached) every split of ``name``; returns :func:`describe`'s document."""
-    info = get_dataset(name)
+    info = get_dataset(name, "dataset", synthetic=source == "synthetic")
     geometry = tuple(geometry or info.geometry)
     if sha256 is not None:
         sha256 = normalize_sha256(sha256)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import math
 import os
 import shutil
 import tempfile
@@ -72,6 +73,14 @@ def class_counts(labels: np.ndarray, num_classes: int) -> list[int]:
     return [int(v) for v in np.bincount(np.asarray(labels, dtype=np.int64), minlength=num_classes)[:num_classes]]
 
 
+def _check_room(parent: Path, stem: str, needed: int) -> None:
+    """BadInput (before anything is allocated or written) when the split cannot fit on the cache's disk."""
+    free = shutil.disk_usage(parent).free
+    if needed > free:
+        raise BadInput(f"{stem}: needs {needed / 1e9:,.1f} GB, only {free / 1e9:,.1f} GB free in {parent} "
+                       "(fewer samples, or another $BENCH_DATA_DIR)")
+
+
 class SplitWriter:
     """Write one canonical split sequentially: :meth:`write` image chunks in order, set ``labels``,
     then :meth:`seal`. Bytes are hashed as they are written and never held twice in memory.
@@ -83,6 +92,7 @@ class SplitWriter:
         if samples < 1:
             raise BadInput(f"a dataset split needs at least one sample ({stem})")
         parent.mkdir(parents=True, exist_ok=True)
+        _check_room(parent, stem, samples * (math.prod(int(v) for v in shape) + 4))
         self.parent, self.stem = parent, stem
         self.samples, self.shape = samples, tuple(int(v) for v in shape)
         self.labels = np.zeros(samples, dtype=np.int32)

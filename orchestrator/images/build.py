@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
 import re
 import subprocess
 import tarfile
@@ -94,7 +95,9 @@ class BuildStream:
 
     def failure(self, engine: str) -> str:
         where = f" at step {self.step[0]}/{self.step[1]} ({_short(self.step[2])})" if self.step else ""
-        return f"image build for '{engine}' failed{where}: {_short(self.error or 'no image was produced', 300)}"
+        said = next((line for line in reversed(self.tail) if "error:" in line), None)  # the step's own one-line error
+        reason = f"{_short(said, 300)} ({_short(self.error or '', 120)})" if said else _short(self.error or "no image was produced", 300)
+        return f"image build for '{engine}' failed{where}: {reason}"
 
 
 def _short(text: str, limit: int = 120) -> str:
@@ -121,13 +124,44 @@ def build_context(meta: ImageMeta) -> bytes:
                 info.uid = info.gid = 0
                 info.uname = info.gname = ""
                 info.mtime = 0
-                info.mode = 0o755 if path.is_dir() else 0o644
+                info.mode = 0o755 if path.is_dir() or path.stat().st_mode & 0o100 else 0o644  # scripts stay executable
                 if path.is_dir():
                     tar.addfile(info)
                 else:
                     with open(path, "rb") as handle:
                         tar.addfile(info, handle)
+        for path, arcname in vendor_files(meta):
+            info = tar.gettarinfo(str(path), arcname=arcname)
+            info.uid = info.gid = 0
+            info.uname = info.gname = ""
+            info.mtime = 0
+            info.mode = 0o644
+            with open(path, "rb") as handle:
+                tar.addfile(info, handle)
     return buffer.getvalue()
+
+
+def vendor_files(meta: ImageMeta) -> list[tuple[Path, str]]:
+    """Files image.yaml's ``vendor`` block adds to the context: (path on disk, name in the context).
+
+    Each file listed (column 2 of ``list``) comes from ``$<env>`` unless the engine folder already
+    holds it under ``into``; BadInput names the first one found nowhere."""
+    block = meta.vendor
+    if not block:
+        return []
+    names = [line.split()[1] for line in (meta.folder / block["list"]).read_text().splitlines()
+             if line.split() and not line.startswith("#") and len(line.split()) > 1]
+    folder = os.environ.get(block["env"], "")
+    out = []
+    for name in names:
+        if (meta.context / block["into"] / name).is_file():
+            continue  # already in the context with the engine folder
+        source = Path(folder).expanduser() / name if folder else None
+        if source is None or not source.is_file():
+            where = f"${block['env']}={folder}" if folder else f"${block['env']} (not set)"
+            raise BadInput(f"image '{meta.engine}': source archive {name} not found in {where} nor images/{block['into']}/")
+        out.append((source, f"{block['into']}/{name}"))
+    return out
 
 
 def source_revision(root: Path, paths: tuple[str, ...] = (".",)) -> str:
@@ -252,7 +286,7 @@ def _build(client: Any, meta: ImageMeta, buildargs: dict[str, str], labels: dict
         chunks = client.api.build(
             fileobj=io.BytesIO(build_context(meta)), custom_context=True, dockerfile=meta.dockerfile.relative_to(meta.context).as_posix(),
             tag=None, buildargs=buildargs, labels=labels, rm=True, forcerm=True, pull=False, nocache=nocache,
-            network_mode="none", decode=True, use_config_proxy=False,
+            network_mode=meta.build_network, decode=True, use_config_proxy=False,
         )
         for chunk in chunks:
             stream.feed(chunk)

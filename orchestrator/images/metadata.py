@@ -40,6 +40,8 @@ class ImageMeta:
     provides: dict[str, Any] = field(default_factory=dict)
     probe: dict[str, str] = field(default_factory=dict)
     module: str = ""
+    build_network: str = "none"  # docker build network mode ("default" for images that apt-install their build tools)
+    vendor: dict[str, str] = field(default_factory=dict)  # {env, list, into}: files added to the context (build_context)
 
     @property
     def tag(self) -> str:
@@ -76,6 +78,8 @@ def _load(meta_file: Path) -> ImageMeta:
         provides=dict(doc.get("provides") or {}),
         probe={str(k): str(v) for k, v in (doc.get("probe") or {}).items()},
         module=str(doc.get("module") or f"bench_{doc['engine']}"),
+        build_network=str(doc.get("build_network") or "none"),
+        vendor={str(k): str(v) for k, v in (doc.get("vendor") or {}).items()},
     )
 
 

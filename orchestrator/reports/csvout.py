@@ -17,7 +17,8 @@ RUN_COLUMNS = ("run_id", "engine", "precision", "path", "batch_per_device", "dev
                "energy_j", "energy_per_sample_j", "power_w_mean", "gpu_util_pct_mean", "telemetry", "framework",
                "framework_version", "device_kind", "runtime", "started_at", "finished_at")
 GROUP_COLUMNS = ("engine", "precision", "path", "batch_per_device", "devices", "n", "n_total", "median", "mean", "min", "max",
-                 "iqr", "q1", "q3", "stdev", "ci95_low", "ci95_high", "energy_per_sample_j_median", "warnings")
+                 "iqr", "q1", "q3", "stdev", "ci95_low", "ci95_high", "interval_kind", "interval_low", "interval_high",
+                 "energy_per_sample_j_median", "warnings")
 
 
 def _cell(value: Any) -> Any:
@@ -75,6 +76,7 @@ def groups_csv(data: ReportData) -> str:
         rows.append({**{k: g.get(k) for k in ("engine", "precision", "path", "batch_per_device", "devices", "n", "n_total")},
                      **{k: tp.get(k) for k in ("median", "mean", "min", "max", "iqr", "q1", "q3", "stdev")},
                      "ci95_low": ci[0], "ci95_high": ci[1],
+                     **{f"interval_{k}": (tp.get("interval") or {}).get(k) for k in ("kind", "low", "high")},
                      "energy_per_sample_j_median": (g.get("energy_per_sample_j") or {}).get("median"),
                      "warnings": "; ".join(g.get("warnings") or [])})
     return _write(GROUP_COLUMNS, rows)

@@ -111,7 +111,7 @@ def throughput(data: ReportData) -> Plot | None:
     ax.legend(loc="best", fontsize="small")
     ax.set_title("Steady-state throughput per engine and precision")
     caption = ("Bars: median over valid repeats; dots: individual repeats; error bars: "
-               + ("bootstrap 95% CI of the median where 3+ repeats, else min-max." if used_ci else "min-max over the repeats."))
+               + ("bootstrap 95% CI of the median where 5+ repeats, else min-max." if used_ci else "min-max over the repeats."))
     return Plot("throughput", "Throughput", caption, fig)
 
 

@@ -80,22 +80,22 @@ def runs(data: ReportData) -> Table:
 
 
 def groups(data: ReportData) -> Table:
-    columns = ["engine", "precision", "path", "batch", "devices", "n", "median", "min", "max", "IQR", "95% CI", "J/img (median)",
+    columns = ["engine", "precision", "path", "batch", "devices", "n", "median", "min", "max", "IQR", "interval", "J/img (median)",
                "warnings"]
     rows = []
     for g in data.summary["groups"]:
         tp = g.get("throughput")
         rows.append([g["engine"], g["precision"], g["path"], str(g["batch_per_device"]), str(g["devices"]),
                      f"{g['n']}/{g.get('n_total', g['n'])}", num(_stat(tp, "median")), num(_stat(tp, "min")), num(_stat(tp, "max")),
-                     num(_stat(tp, "iqr")), interval(_stat(tp, "ci95")), energy(_stat(g.get("energy_per_sample_j"), "median")),
+                     num(_stat(tp, "iqr")), labelled(tp), energy(_stat(g.get("energy_per_sample_j"), "median")),
                      "; ".join(g.get("warnings") or [])])
     notes = ["Steady-state throughput (samples/s) over the valid repeats; n = valid/total runs. "
-             "95% CI: bootstrap (percentile) interval of the median, 3+ repeats."]
+             "interval: bootstrap (percentile) 95% CI of the median with 5+ repeats; with fewer, the range (min-max) of the repeats."]
     return Table("groups", "Throughput statistics per group", columns, rows, notes)
 
 
 def ratios(data: ReportData) -> Table:
-    columns = ["precision", "path", "batch", "devices", "engine", "vs", "ratio", "95% CI", "Mann-Whitney p", "significant"]
+    columns = ["precision", "path", "batch", "devices", "engine", "vs", "ratio", "interval", "Mann-Whitney p", "significant"]
     rows = []
     notes_seen: list[str] = []
     for r in data.summary.get("ratios") or []:
@@ -103,10 +103,13 @@ def ratios(data: ReportData) -> Table:
         if r.get("note") and r["note"] not in notes_seen:
             notes_seen.append(r["note"])
         rows.append([r["precision"], r.get("path", DASH), str(r.get("batch_per_device", DASH)), str(r.get("devices", DASH)),
-                     r["engine"], r["baseline_engine"], f"{r['ratio']:.2f}x", interval(r.get("ci95"), 2, "x"),
+                     r["engine"], r["baseline_engine"], f"{r['ratio']:.2f}x",
+                     f"95% CI {interval(r['ci95'], 2, 'x')}" if r.get("ci95") else (f"range {interval(r['range'], 2, 'x')}" if r.get("range") else DASH),
                      pvalue(r.get("p_value")), "n/a" if sig is None else ("yes" if sig else "no*" if r.get("note") else "no")])
-    notes = ["ratio = median throughput of 'engine' / median of 'vs' (valid runs only): 1.90x means engine reaches 1.90 times vs. "
-             "95% CI: bootstrap interval (3+ repeats a side); significant: two-sided Mann-Whitney U p < 0.05 over the repeats."]
+    notes = [f"ratio = median throughput of 'engine' / median of 'vs', the reference engine {data.summary.get('reference_engine') or ''} "
+             "(valid runs only): 1.90x means engine reaches 1.90 times vs. One ratio per pair. "
+             "interval: bootstrap 95% CI with 5+ repeats a side, else the range min(engine)/max(vs) - max(engine)/min(vs); "
+             "significant: two-sided Mann-Whitney U p < 0.05 over the repeats."]
     notes += [f"* {note}" for note in notes_seen]
     if not rows:
         notes.append("No cross-engine ratio: fewer than two engines with valid runs in the same cell.")
@@ -126,7 +129,7 @@ def scaling(data: ReportData) -> Table:
     notes = ["speedup = median steady-state throughput on N devices / median on 1 device of the same engine, precision, path and "
              "per-device batch (data parallel: the global batch is per-device batch x N); efficiency = speedup / N. "
              "Multi-device throughput counts every device's samples over the slowest device's time. "
-             "95% CI: bootstrap interval of the ratio of medians (3+ repeats a side)."]
+             "95% CI: bootstrap interval of the ratio of medians (5+ repeats a side)."]
     if not rows:
         notes.append("No strong-scaling figure: no run used more than one device.")
     return Table("scaling", "Strong scaling", columns, rows, notes)
@@ -179,6 +182,29 @@ def telemetry(data: ReportData) -> Table:
     notes = [overview.get("energy_definition") or "J/img: GPU energy of the whole engine process / samples processed."]
     notes += [f"telemetry: {reason}" for reason in overview.get("reasons", [])]
     return Table("telemetry", "GPU telemetry and energy", columns, rows, notes)
+
+
+def labelled(stats: dict[str, Any] | None) -> str:
+    """'95% CI a - b' (5+ repeats) or 'range min - max' (fewer) of a statistics block."""
+    span = (stats or {}).get("interval")
+    if not span:
+        return DASH
+    return f"{'95% CI' if span['kind'] == 'ci95' else 'range'} {interval([span['low'], span['high']])}"
+
+
+def numerical_parity(data: ReportData) -> Table:
+    columns = ["precision", "engines", "steps", "largest relative deviation", "at step", "tolerance there", "verdict"]
+    rows = []
+    for v in data.summary.get("numerical_parity") or []:
+        dev = v.get("max_rel_dev")
+        rows.append([v["precision"], " vs ".join(v["engines"]), str(v.get("steps", 0)), DASH if dev is None else f"{dev:.2e}",
+                     str(v.get("at_step") or DASH), DASH if not v.get("tolerance") else f"{v['tolerance']:.1e}",
+                     v["verdict"] + (f": {v['reason']}" if v.get("reason") else "")])
+    notes = ["The training losses of the first steps (up to 20) of each engine pair that started from the same shared weights, "
+             "step by step; tolerance grows with the step (orchestrator/trajectory.py). parity_warning: runs kept, flagged."]
+    if not rows:
+        notes.append("No pair of training runs with recorded losses in the same cell.")
+    return Table("numerical_parity", "Numerical parity", columns, rows, notes)
 
 
 def parity(data: ReportData) -> Table:
@@ -244,6 +270,34 @@ def _flag(value: Any) -> str:
     return "on" if value else "off"
 
 
+def claims(data: ReportData) -> Table | None:
+    """The scenario's published ratios (``claims``) next to the ratios bench measured, or None."""
+    block = data.scenario.get("claims")
+    if not block:
+        return None
+    measured = {(r["engine"], r["baseline_engine"], r["precision"], r.get("path")): r for r in data.summary.get("ratios") or []}
+    gpus = sorted({run.gpu.get("name") for run in data.runs if run.gpu.get("name")})
+    here = ", ".join(gpus) or "this machine (no GPU recorded)"
+    columns = ["engine / vs", "precision", "path", f"claimed ({block['hardware']})", f"measured ({here})", "95% CI",
+               "measured / claimed", "as stated"]
+    rows = []
+    for claim in block["ratios"]:
+        path = claim.get("path", "optimized")
+        found = [r for key, r in measured.items() if key[:3] == (claim["engine"], claim["vs"], claim["precision"]) and key[3] == path]
+        ratio = found[0]["ratio"] if found else None
+        rows.append([f"{claim['engine']} / {claim['vs']}", claim["precision"], path, f"{claim['claimed']:.2f}x",
+                     DASH if ratio is None else f"{ratio:.2f}x", interval(found[0].get("ci95"), 2, "x") if found else DASH,
+                     DASH if ratio is None else f"{ratio / claim['claimed']:.2f}", claim.get("as_stated", DASH)])
+    notes = [f"claimed: {block['source']}.", "measured: median throughput ratio of valid runs in this artifact (summary ratios); "
+             "- where either engine has no valid run in that cell (failed, invalid or not run)."]
+    if block.get("note"):
+        notes.append(block["note"])
+    if data.summary.get("smoke"):
+        notes.append("Smoke run: the measured ratios are not representative.")
+    return Table("claims", "Claimed vs measured ratios", columns, rows, notes)
+
+
 def all_tables(data: ReportData) -> list[Table]:
-    return [overview(data), runs(data), groups(data), ratios(data), scaling(data), setup(data), telemetry(data), parity(data),
-            *environment(data)]
+    claim_table = claims(data)
+    return [overview(data), runs(data), groups(data), ratios(data), *([claim_table] if claim_table else []), scaling(data), setup(data),
+            telemetry(data), parity(data), numerical_parity(data), *environment(data)]

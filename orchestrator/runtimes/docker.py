@@ -4,10 +4,17 @@ Each run gets a fresh container of ``bench/<engine>:latest`` (built by ``bench i
 never pulled), created by id so the record names exactly what ran:
 
 - the dataset split mounted read-only at /bench/dataset, the run folder read-write at
-  /bench/run (spec in, result and nothing else out); the container runs as the invoking
-  uid:gid, so every file it writes belongs to the user;
+  /bench/run (spec in, result and nothing else out);
+- never root: when bench runs as root, the container runs as the image's own non-root user
+  (``USER`` of the Dockerfile; uid 65534 if the image has none or names root) and the run folder
+  is handed to that uid for the run, then back to bench's; otherwise as the invoking uid:gid;
 - least privilege: ``network_mode none``, all capabilities dropped, ``no-new-privileges``,
-  never privileged, a private IPC namespace;
+  never privileged, a private IPC namespace, a read-only root filesystem (scratch in a
+  tmpfs at /tmp; compilation caches on the named volume ``bench-compile-cache`` at
+  /bench/cache), ``docker-init`` as PID 1, and limits: pids (``runtime.docker.pids_limit``,
+  default 8192), memory without swap (``mem_limit``, default 90% of the host's memory, so the
+  kernel's OOM killer ends the container, not bench; /dev/shm counts in it) and optionally CPUs
+  (``cpus``);
 - NVIDIA's recommended settings for its framework images (``--shm-size`` plus
   ``--ulimit memlock=-1 --ulimit stack=67108864``). NVIDIA documents ``--ipc=host`` as the
   alternative to a larger /dev/shm; sharing the host's IPC namespace is not least privilege,
@@ -16,12 +23,11 @@ never pulled), created by id so the record names exactly what ran:
   NCCL/CUDA pin host memory; the 64 MiB stack is what NVIDIA's images are tested with;
 - GPUs through device requests (all, or ``visible_devices``) when the device is cuda, or auto
   on a host with GPUs; ``NCCL_NVLS_ENABLE=0`` (and the other multicast switches) always;
-- output streamed into the run's engine.log and the console; a per-run timeout and Ctrl-C
-  stop the container (SIGTERM, then SIGKILL after a grace period); every container carries
-  the ``bench.run`` label and is removed whatever happens.
+- output streamed into the run's engine.log and the console; a per-run timeout, Ctrl-C,
+  SIGTERM and SIGHUP stop the container (SIGTERM, then SIGKILL after a grace period); every
+  container carries the ``bench.run`` label and is removed whatever happens: a watchdog process
+  (:mod:`orchestrator.runtimes.docker_watchdog`) removes it when bench itself dies (SIGKILL).
 
-The root filesystem is left writable for /tmp-style caches (Triton, Inductor, XLA autotuning):
-the container's non-root user without capabilities cannot write anywhere else in it anyway.
 The run record's runtime block names the image, its id and base digest, and the security
 options as ``docker inspect`` reported them for the container before it was removed.
 """
@@ -38,10 +44,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from orchestrator import signals
 from orchestrator.engines import EngineInfo
 from orchestrator.errors import BadInput
+from orchestrator.runtimes import docker_watchdog
 from orchestrator.runtimes.base import Execution, LineSink, RunPaths, Runtime
-from orchestrator.runtimes.docker_client import ENGINE_LABEL, NO_GPU_SUPPORT, RUN_LABEL, GpuSupport, connect, find_image, gpu_support, is_local_daemon
+from orchestrator.runtimes.docker_client import ENGINE_LABEL, NO_GPU_SUPPORT, RUN_LABEL, GpuSupport, _reason, connect, find_image, gpu_support, is_local_daemon
 from orchestrator.runtimes.local import FIXED_ENV
 
 DATASET_MOUNT = "/bench/dataset"
@@ -52,6 +60,12 @@ SHM_ENV = "BENCH_DOCKER_SHM_SIZE"
 ULIMITS = ({"name": "memlock", "soft": -1, "hard": -1}, {"name": "stack", "soft": 67108864, "hard": 67108864})
 GRACE_S = 10
 POLL_S = 0.25
+CACHE_VOLUME = "bench-compile-cache"
+CACHE_MOUNT = "/bench/cache"
+DEFAULT_PIDS_LIMIT = 8192
+DEFAULT_TMP_SIZE = "8g"
+NOBODY = "65534:65534"
+SIZE = re.compile(r"[1-9][0-9]*[bkmgBKMG]?")
 LABEL_BASE_NAME = "org.opencontainers.image.base.name"
 LABEL_BASE_DIGEST = "org.opencontainers.image.base.digest"
 LABEL_BASE_ID = "io.bench.base.image-id"
@@ -124,15 +138,77 @@ def _safe_name(text: str) -> str:
     return re.sub(r"[^a-zA-Z0-9_.-]+", "-", text).strip("-.")[:100] or "run"
 
 
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits of a run's container (``runtime.docker`` settings)."""
+
+    pids: int = DEFAULT_PIDS_LIMIT
+    memory: str | None = None  # None: no limit
+    cpus: float | None = None  # None: all the host's CPUs
+    tmp_size: str = DEFAULT_TMP_SIZE
+
+    def host_config(self) -> dict[str, Any]:
+        config: dict[str, Any] = {"pids_limit": self.pids}
+        if self.memory:
+            config.update(mem_limit=self.memory, memswap_limit=self.memory)  # no swap on top
+        if self.cpus:
+            config["nano_cpus"] = int(self.cpus * 1e9)
+        return config
+
+
+def host_memory_bytes() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def limits(settings: dict[str, Any]) -> Limits:
+    """``runtime.docker.{pids_limit, mem_limit, cpus, tmp_size}`` checked; defaults: 8192 pids, 90% of the host's memory."""
+    block = settings.get("docker") if isinstance(settings.get("docker"), dict) else {}
+    pids = block.get("pids_limit", DEFAULT_PIDS_LIMIT)
+    if isinstance(pids, bool) or not isinstance(pids, int) or pids < 64:
+        raise BadInput(f"runtime.docker.pids_limit: '{pids}' is not a whole number >= 64")
+    memory = block.get("mem_limit")
+    if memory is None:
+        total = host_memory_bytes()
+        memory = f"{int(total * 0.9) // (1 << 20)}m" if total else None
+    elif memory == "none":
+        memory = None
+    elif not SIZE.fullmatch(str(memory)):
+        raise BadInput(f"runtime.docker.mem_limit: '{memory}' is not a size like 64g or 'none'")
+    cpus = block.get("cpus")
+    if cpus is not None and (isinstance(cpus, bool) or not isinstance(cpus, int | float) or cpus <= 0):
+        raise BadInput(f"runtime.docker.cpus: '{cpus}' is not a positive number")
+    tmp_size = str(block.get("tmp_size", DEFAULT_TMP_SIZE))
+    if not SIZE.fullmatch(tmp_size):
+        raise BadInput(f"runtime.docker.tmp_size: '{tmp_size}' is not a size like 8g")
+    return Limits(pids, str(memory) if memory else None, float(cpus) if cpus else None, tmp_size)
+
+
+def cache_env(root: str = CACHE_MOUNT) -> dict[str, str]:
+    """Compilation caches (Inductor/Triton, JAX/XLA, TF/XLA) under the cache volume."""
+    return {
+        "TORCHINDUCTOR_CACHE_DIR": f"{root}/inductor",
+        "TRITON_CACHE_DIR": f"{root}/triton",
+        "JAX_COMPILATION_CACHE_DIR": f"{root}/jax",
+        "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+        "TF_XLA_FLAGS": f"--tf_xla_persistent_cache_directory={root}/tf-xla",
+    }
+
+
 def container_options(*, image: str, engine: str, run_id: str, run_dir: Path, dataset_dir: Path, spec_name: str,
                       result_name: str, user: str, gpus: GpuAccess, extra_env: dict[str, str] | None = None,
-                      shm_size: str = DEFAULT_SHM_SIZE, name: str | None = None) -> dict[str, Any]:
+                      shm_size: str = DEFAULT_SHM_SIZE, name: str | None = None, limits: Limits | None = None,
+                      cache_volume: str | None = CACHE_VOLUME) -> dict[str, Any]:
     """Everything a run's container is created with, as plain data (pure; no daemon needed).
 
     Returns {'create': kwargs of APIClient.create_container minus host_config,
              'host_config': kwargs of APIClient.create_host_config}.
     """
-    env = {**FIXED_ENV, "HOME": WORKDIR, "BENCH_RUNTIME": "docker", **(extra_env or {})}
+    limits = limits or Limits()
+    caches = cache_env() if cache_volume else cache_env(f"{WORKDIR}/cache")
+    env = {**FIXED_ENV, **caches, "HOME": WORKDIR, "BENCH_RUNTIME": "docker", **(extra_env or {})}
     if gpus.mode == "none":
         # NVIDIA's images set NVIDIA_VISIBLE_DEVICES=all; with the nvidia runtime as the default
         # runtime that alone would expose every GPU. A CPU run gets none.
@@ -142,11 +218,16 @@ def container_options(*, image: str, engine: str, run_id: str, run_dir: Path, da
         "binds": {
             str(Path(dataset_dir).resolve()): {"bind": DATASET_MOUNT, "mode": "ro"},
             str(Path(run_dir).resolve()): {"bind": RUN_MOUNT, "mode": "rw"},
+            **({cache_volume: {"bind": CACHE_MOUNT, "mode": "rw"}} if cache_volume else {}),
         },
         "ipc_mode": "private",
         "shm_size": shm_size,
         "ulimits": [dict(u) for u in ULIMITS],
         "device_requests": gpus.device_requests(),
+        "read_only": True,
+        "tmpfs": {WORKDIR: f"rw,exec,nosuid,nodev,size={limits.tmp_size},mode=1777"},
+        "init": True,
+        **limits.host_config(),
     }
     create = {
         "image": image,
@@ -179,6 +260,11 @@ def applied_options(attrs: dict[str, Any]) -> dict[str, Any]:
         "ipc_mode": host.get("IpcMode"),
         "shm_size": host.get("ShmSize"),
         "readonly_rootfs": host.get("ReadonlyRootfs"),
+        "init": host.get("Init"),
+        "pids_limit": host.get("PidsLimit"),
+        "memory": host.get("Memory"),
+        "nano_cpus": host.get("NanoCpus"),
+        "tmpfs": host.get("Tmpfs"),
         "ulimits": [{"name": u.get("Name"), "soft": u.get("Soft"), "hard": u.get("Hard")} for u in host.get("Ulimits") or []],
         "device_requests": [{"driver": d.get("Driver"), "count": d.get("Count"), "device_ids": d.get("DeviceIDs"), "capabilities": d.get("Capabilities")}
                             for d in host.get("DeviceRequests") or []],
@@ -209,7 +295,7 @@ def shm_size(settings: dict[str, Any]) -> str:
     """/dev/shm size: scenario ``runtime.docker.shm_size`` > settings > $BENCH_DOCKER_SHM_SIZE > 8g."""
     block = settings.get("docker") if isinstance(settings.get("docker"), dict) else {}
     value = str(block.get("shm_size") or settings.get("shm_size") or os.environ.get(SHM_ENV) or DEFAULT_SHM_SIZE).strip()
-    if not re.fullmatch(r"[1-9][0-9]*[bkmgBKMG]?", value):
+    if not SIZE.fullmatch(value):
         raise BadInput(f"docker.shm_size: '{value}' is not a size like 8g or 16384m")
     return value
 
@@ -254,6 +340,7 @@ class DockerRuntime(Runtime):
                 raise BadInput(f"engine '{engine.name}': docker image '{ref}' is not built (bench never pulls); run 'bench image build {engine.name}'")
             gpus = self._gpus(client, settings, settings.get("device") or "auto")
             shm = shm_size(settings)
+            limits(settings)
             daemon = client.version().get("Version")
         finally:
             client.close()
@@ -294,18 +381,95 @@ class DockerRuntime(Runtime):
                 return Execution("error", None, f"docker image '{ref}' is gone; run 'bench image build {engine.name}'", info)
             gpus = self._gpus(client, settings, device)
             shm = shm_size(settings)
+            resources = limits(settings)
         except BadInput as exc:
             return Execution("error", None, str(exc), info)
+        except Exception as exc:  # the daemon went away since check()
+            return Execution("error", None, f"docker: {_reason(exc)}", info)
         info.update({"image": ref, **image_facts(image), "gpus": gpus.describe()})
         spec_in, result_in = self.spec_paths(paths)
-        options = container_options(
-            image=image.id, engine=engine.name, run_id=str(spec.get("run_id") or paths.run_dir.name), run_dir=paths.run_dir,
-            dataset_dir=paths.dataset, spec_name=spec_in.removeprefix(RUN_MOUNT + "/"), result_name=result_in.removeprefix(RUN_MOUNT + "/"),
-            user=f"{os.getuid()}:{os.getgid()}", gpus=gpus, extra_env={str(k): str(v) for k, v in (settings.get("env") or {}).items()},
-            shm_size=shm,
-        )
         paths.log.parent.mkdir(parents=True, exist_ok=True)
-        return _Container(client.api, options, paths.log, sink, info).run(timeout_s, docker.errors.APIError)
+        with RunFolderAccess(paths.run_dir, image_user(image), paths.dataset) as access:
+            info["user"] = access.user
+            if access.note:
+                info.setdefault("notes", []).append(access.note)
+            options = container_options(
+                image=image.id, engine=engine.name, run_id=str(spec.get("run_id") or paths.run_dir.name), run_dir=paths.run_dir,
+                dataset_dir=paths.dataset, spec_name=spec_in.removeprefix(RUN_MOUNT + "/"), result_name=result_in.removeprefix(RUN_MOUNT + "/"),
+                user=access.user, gpus=gpus, extra_env={str(k): str(v) for k, v in (settings.get("env") or {}).items()},
+                shm_size=shm, limits=resources, cache_volume=cache_volume(client, access.user) if access.image_user else None,
+            )
+            return _Container(client.api, options, paths.log, sink, info).run(timeout_s, docker.errors.APIError)
+
+
+def image_user(image: Any) -> str:
+    """The image's ``USER`` as uid:gid, never root (65534:65534 when it has none, names root, or is not numeric)."""
+    user = str(((getattr(image, "attrs", None) or {}).get("Config") or {}).get("User") or "")
+    uid, _, gid = user.partition(":")
+    if not uid.isdigit() or int(uid) == 0 or (gid and (not gid.isdigit() or int(gid) == 0)):
+        return NOBODY
+    return f"{uid}:{gid or uid}"
+
+
+def cache_volume(client: Any, user: str) -> str | None:
+    """The compile-cache volume, its root owned by ``user`` (created when missing). None when its
+    folder on the host cannot be reached from here (a remote or rootless daemon): caches then stay in /tmp."""
+    try:
+        try:
+            volume = client.volumes.get(CACHE_VOLUME)
+        except Exception:
+            volume = client.volumes.create(CACHE_VOLUME, labels={RUN_LABEL: "compile-cache"})
+        mountpoint = Path(volume.attrs["Mountpoint"])
+        uid, gid = (int(part) for part in user.split(":"))
+        stat = mountpoint.stat()
+        if (stat.st_uid, stat.st_gid) != (uid, gid):
+            os.chown(mountpoint, uid, gid)
+        return CACHE_VOLUME
+    except Exception:
+        return None
+
+
+class RunFolderAccess:
+    """The container's user and its write access to the run folder, for the duration of a run.
+
+    bench as root: the image's non-root user, the run folder (and what is in it) handed to that
+    uid for the run and back to bench's afterwards, the dataset split made readable to all (it is
+    mounted read-only; its files hold nothing secret). Otherwise the invoking uid:gid (not root),
+    which owns the folder already; its compilation caches then stay in the container's tmpfs.
+    """
+
+    def __init__(self, run_dir: Path, user: str, dataset: Path | None = None) -> None:
+        self.run_dir, self.dataset = run_dir, dataset
+        self.image_user = os.getuid() == 0
+        self.user = user if self.image_user else f"{os.getuid()}:{os.getgid()}"
+        self.note: str | None = None
+
+    def _chown(self, uid: int, gid: int) -> None:
+        for path in (self.run_dir, *self.run_dir.rglob("*")):
+            if not path.is_symlink():
+                os.chown(path, uid, gid)
+
+    def __enter__(self) -> RunFolderAccess:
+        if self.image_user and self.dataset is not None and self.dataset.is_dir():  # the split: readable by the container's user
+            for path in (self.dataset, *self.dataset.iterdir()):
+                if not path.is_symlink():
+                    path.chmod(path.stat().st_mode | (0o055 if path.is_dir() else 0o044))
+        if self.image_user:
+            uid, gid = (int(part) for part in self.user.split(":"))
+            try:
+                self._chown(uid, gid)
+            except OSError as exc:  # e.g. root squashed on NFS: let the folder be written by anyone for the run
+                self.run_dir.chmod(0o1777)
+                self.note = f"run folder not handed to uid {uid} ({exc.strerror or exc}); made writable for the run instead"
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.image_user:
+            try:
+                self._chown(os.getuid(), os.getgid())
+            except OSError:
+                pass
+            self.run_dir.chmod(0o755)
 
 
 # runc's "error setting rlimit type N": the RLIMIT_* numbers of the ulimits bench sets.
@@ -330,16 +494,20 @@ class _Container:
 
     def run(self, timeout_s: float, api_error: type[Exception]) -> Execution:
         outcome = Execution("error", None, "the container did not start", self.info)
+        watchdog = docker_watchdog.start(self.name)  # removes the container if bench dies first
         try:
             try:
                 outcome = self._run(timeout_s)
-            except KeyboardInterrupt:
+            except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM or SIGHUP (orchestrator.signals)
                 code = self._stop()
-                outcome = Execution("interrupted", code, "interrupted by the user (Ctrl-C); container stopped", self.info)
+                outcome = Execution("interrupted", code, f"{signals.describe(exc)}; container stopped", self.info)
             except api_error as exc:
                 outcome = Execution("error", None, f"docker: {getattr(exc, 'explanation', None) or exc}", self.info)
+            except Exception as exc:  # the daemon went away (connection refused, reset, timed out)
+                outcome = Execution("error", None, f"docker daemon lost during the run: {_reason(exc)}", self.info)
         finally:
             self._remove(outcome)
+            docker_watchdog.release(watchdog)
         return outcome
 
     def _create_and_start(self) -> None:

@@ -16,6 +16,7 @@ from orchestrator.runtimes.base import Execution, LineSink, RunPaths, Runtime
 from orchestrator.runtimes.process import run_streamed
 
 # Kept in every worker's environment: NVLink multicast must stay off on shared multi-GPU hosts.
+PARENT_ENV = "BENCH_PARENT_PID"  # = bench_engine.lifeline.PARENT_ENV
 FIXED_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1", "PYTHONUNBUFFERED": "1"}
 
 
@@ -88,7 +89,7 @@ class LocalRuntime(Runtime):
 
     def check(self, engine: EngineInfo, settings: dict[str, Any]) -> dict[str, Any]:
         interpreter = resolve_interpreter(engine, settings)
-        ok, why = probe_module(interpreter, engine)
+        ok, why = (probe_framework if engine.probe_import else probe_module)(interpreter, engine)
         if not ok:
             raise BadInput(f"engine '{engine.name}': not usable with {interpreter}: {why} "
                            f"(install it, or run 'bench env create {engine.name}')")
@@ -96,7 +97,7 @@ class LocalRuntime(Runtime):
 
     def execute(self, engine: EngineInfo, paths: RunPaths, settings: dict[str, Any], timeout_s: float, sink: LineSink) -> Execution:
         interpreter = settings.get("resolved_interpreter") or resolve_interpreter(engine, settings)
-        env = engine_env(engine, settings)
+        env = {**engine_env(engine, settings), PARENT_ENV: str(os.getpid())}  # the engine dies with bench (bench_engine.lifeline)
         spec, result = self.spec_paths(paths)
         argv = [interpreter, "-m", engine.module, "--spec", spec, "--result", result]
         execution = run_streamed(argv, env, paths.run_dir, paths.log, timeout_s, sink)
@@ -110,7 +111,8 @@ RUNTIME = LocalRuntime
 def probe_framework(interpreter: str, engine: EngineInfo) -> tuple[bool, str]:
     """Import the framework with ``interpreter``; (True, version) or (False, why)."""
     code = f"import {engine.framework_module} as m; print(getattr(m, '__version__', 'unknown'))"
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3",
+           "PYTHONPATH": os.pathsep.join([*map(str, engine.python_path()), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
     try:
         proc = subprocess.run([interpreter, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     except (OSError, subprocess.TimeoutExpired) as exc:

@@ -10,6 +10,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from orchestrator import signals
 from orchestrator.runtimes.base import Execution, LineSink
 
 GRACE_S = 10.0
@@ -63,7 +64,7 @@ def run_streamed(argv: Sequence[str], env: dict[str, str], cwd: Path, log_path: 
                     _stop(proc)
                     reader.join(timeout=5)
                     return Execution("timeout", proc.returncode, f"exceeded the {timeout_s:g} s timeout; stopped")
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM or SIGHUP (orchestrator.signals)
         _stop(proc)
         reader.join(timeout=5)
-        return Execution("interrupted", proc.returncode, "interrupted by the user (Ctrl-C)")
+        return Execution("interrupted", proc.returncode, signals.describe(exc))

@@ -24,11 +24,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from orchestrator import signals
 from orchestrator.engines import EngineInfo
 from orchestrator.errors import BadInput
 from orchestrator.runtimes.base import Execution, LineSink, RunPaths, Runtime
 from orchestrator.runtimes.local import FIXED_ENV, LocalRuntime
-from orchestrator.runtimes.slurm_job import JobRequest, SlurmSettings, job_script, request_options, slurm_settings
+from orchestrator.runtimes.slurm_job import (
+    JobRequest,
+    SlurmSettings,
+    job_script,
+    lifeline_path,
+    lifeline_seconds,
+    request_options,
+    slurm_settings,
+)
 
 TOOLS = ("sbatch", "squeue", "scontrol", "scancel", "sinfo")
 COMMAND_TIMEOUT_S = 60.0
@@ -248,10 +257,13 @@ class SlurmRuntime(Runtime):
         try:
             script.write_text(job_script(job, cfg.sbatch_args))
             script.chmod(0o755)
+            touch_lifeline(job)  # fresh before the job can start
             if folder != paths.run_dir:  # the script as submitted, kept with the run's record
                 shutil.copyfile(script, paths.run_dir / "slurm-job.sh")
         except OSError as exc:
             return Execution("error", None, f"cannot write the job script {script}: {exc.strerror or exc}", info)
+        except BadInput as exc:  # a value that cannot be carried safely by the script: nothing is submitted
+            return Execution("error", None, f"job script refused: {exc}", info)
         tail = LogTail(job.output, paths.log, sink)
         job_id: str | None = None
         finished = False
@@ -266,12 +278,12 @@ class SlurmRuntime(Runtime):
             execution = self._follow(job_id, job, paths, cfg, timeout_s, sink, info, tail)
             finished = True
             return execution
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM or SIGHUP (orchestrator.signals)
             sink("slurm: interrupted; cancelling " + (f"job {job_id}" if job_id else f"jobs named {job.job_name}"))
             view = self._cancel(job_id, job.job_name, info)
             finished = True
             self._collect(job, paths, tail)
-            return Execution("interrupted", exit_status(view.exit_code or ""), "interrupted by the user (Ctrl-C); "
+            return Execution("interrupted", exit_status(view.exit_code or ""), f"{signals.describe(exc)}; "
                              + (f"Slurm job {job_id} cancelled" if job_id else "submission cancelled"), info)
         finally:
             if not finished:  # an unexpected error: never leave the job behind
@@ -298,6 +310,7 @@ class SlurmRuntime(Runtime):
             dataset=paths.dataset, module=engine.module, mode=cfg.mode, partition=cfg.partition, account=cfg.account,
             time=cfg.time, gpus=self._gpus(cfg, spec_doc), env=env,
             comment=f"run {paths.run_dir.name} of artifact {artifact_id} (engine {engine.name}, mode {cfg.mode})",
+            lifeline_s=lifeline_seconds(),
         )
         if cfg.mode == "local":
             job.interpreter = settings.get("resolved_interpreter") or checked.get("interpreter") or LocalRuntime().check(engine, settings)["interpreter"]
@@ -326,6 +339,7 @@ class SlurmRuntime(Runtime):
         running_since: float | None = None
         last_state, last_note, last_answer = "", 0.0, time.monotonic()
         while True:
+            touch_lifeline(job)
             view = query_job(job_id)
             now = time.monotonic()
             if view.known:
@@ -390,6 +404,7 @@ class SlurmRuntime(Runtime):
 
     def _collect(self, job: JobRequest, paths: RunPaths, tail: LogTail, wait_for_result: bool = False) -> None:
         """Final log lines; the result copied back from the shared folder (NFS may lag a little)."""
+        lifeline_path(job).unlink(missing_ok=True)  # the job has ended: nothing is left to keep alive
         deadline = time.monotonic() + (10.0 if wait_for_result else 0.0)
         while not job.result.is_file() and time.monotonic() < deadline:
             time.sleep(0.5)
@@ -421,3 +436,13 @@ class SlurmRuntime(Runtime):
 
 
 RUNTIME = SlurmRuntime
+
+
+def touch_lifeline(job: JobRequest) -> None:
+    """Tell the job that bench still follows it (see ``slurm_job._watched_engine``)."""
+    if job.lifeline_s <= 0:
+        return
+    try:
+        lifeline_path(job).touch()
+    except OSError:
+        pass  # a full or read-only shared folder: the job's own --time limit still bounds it

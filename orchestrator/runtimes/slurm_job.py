@@ -32,6 +32,7 @@ poll_s         BENCH_SLURM_POLL_S        seconds between ``scontrol show job`` p
 from __future__ import annotations
 
 import os
+import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -44,6 +45,65 @@ MODES = ("local", "container")
 LAUNCHERS = ("auto", "pyxis", "apptainer")
 KEYS = ("partition", "account", "time", "gpus", "sbatch_args", "mode", "container", "image", "shared_dir", "poll_s")
 ENV_PREFIX = "BENCH_SLURM_"
+
+# Every value that reaches a job script matches one of these (or is refused, exit 2): the script is
+# read twice, by sbatch (its #SBATCH lines) and by bash, and a newline would end either's line.
+PATTERNS = {
+    "partition": (re.compile(r"[A-Za-z0-9_.-]+(,[A-Za-z0-9_.-]+)*"), "partition names (letters, digits, '_', '.', '-'), comma-separated"),
+    "account": (re.compile(r"[A-Za-z0-9_.-]+"), "an account name (letters, digits, '_', '.', '-')"),
+    "time": (re.compile(r"\d{1,9}(-\d{1,4})?(:\d{1,4}){0,2}|UNLIMITED|INFINITE", re.IGNORECASE), "a Slurm time: M, M:S, H:M:S, D-H, D-H:M or D-H:M:S"),
+    "image": (re.compile(r"[A-Za-z0-9_./:@#+=~-]+"), "an image reference or path (letters, digits and _./:@#+=~-, no spaces or commas)"),
+}
+# an sbatch option with its value attached: --name, --name=value, -x, -xVALUE (values may hold spaces)
+SBATCH_OPTION = re.compile(r"--[A-Za-z][A-Za-z0-9-]*(=[^\x00-\x1f\x7f]*)?|-[A-Za-z][^\x00-\x1f\x7f\s]*")
+SET_BY_BENCH = ("--output", "--error", "--job-name", "--chdir", "--wrap", "-o", "-e", "-J", "-D")
+REFUSED_OPTIONS = ("--parsable", "--wait", "-W", "--test-only")
+SHORT_WITH_VALUE = "AabBcCdFGiLmMnNpqStwx"  # sbatch's short options that take a value (-c8, -pgpu)
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+JOB_NAME = re.compile(r"[A-Za-z0-9_.+-]+")
+_PLAIN = re.compile(r"[A-Za-z0-9_./:=@+,-]+")
+
+
+def checked_value(key: str, value: str, where: str) -> str:
+    """``value`` when it matches the pattern of ``key`` (see PATTERNS); BadInput otherwise."""
+    pattern, what = PATTERNS[key]
+    if not pattern.fullmatch(value):
+        raise BadInput(f"{where}: {value[:80]!r} is not {what}")
+    return value
+
+
+def checked_path(path: Path | str, where: str, extra: str = "") -> str:
+    """A path with no control character (nor any of ``extra``), as text; BadInput otherwise."""
+    text = str(path)
+    bad = CONTROL.search(text) or next((c for c in extra if c in text), None)
+    if bad:
+        char = bad.group() if isinstance(bad, re.Match) else bad
+        raise BadInput(f"{where}: the path {text[:80]!r} holds {char!r}, which a Slurm job script cannot carry safely")
+    return text
+
+
+def checked_sbatch_args(args: Sequence[str], where: str) -> tuple[str, ...]:
+    """Extra sbatch options: each one an option with its value attached (``--mem=4G``), none that bench sets itself."""
+    for arg in args:
+        if not SBATCH_OPTION.fullmatch(arg):
+            raise BadInput(f"{where}: {arg[:80]!r} is not an sbatch option with its value attached (e.g. --mem=4G, --qos=high, -c8)")
+        name = arg.split("=", 1)[0]
+        # sbatch takes any unambiguous prefix of a long option (--wra=... is --wrap=...)
+        long_match = name.startswith("--") and any(o.startswith(name) for o in (*SET_BY_BENCH, *REFUSED_OPTIONS) if o.startswith("--"))
+        short = "" if arg.startswith("--") else arg[1]
+        if long_match or (short and short in "oeJDW"):
+            raise BadInput(f"{where}: '{arg[:80]}' is set by bench itself")
+        if short and len(arg) > 2 and short not in SHORT_WITH_VALUE:  # -vJx would be -v -J x
+            raise BadInput(f"{where}: '{arg[:80]}': give short options one by one (-{short}), values only to options that take one")
+    return tuple(args)
+
+
+def directive_value(value: str) -> str:
+    """A value as sbatch reads it from an ``#SBATCH`` line: plain, or double-quoted with ``\\`` and ``\"`` escaped."""
+    if _PLAIN.fullmatch(value):
+        return value
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 @dataclass(frozen=True)
@@ -80,7 +140,7 @@ def slurm_settings(settings: Mapping[str, Any], environ: Mapping[str, str] | Non
     values: dict[str, Any] = {}
     for key in ("partition", "account", "time", "image"):
         if key in raw:
-            values[key] = str(raw[key][0]).strip()
+            values[key] = checked_value(key, str(raw[key][0]).strip(), _where(key, raw[key][1]))
     if "gpus" in raw:
         value, env = raw["gpus"]
         if str(value).strip().lower() == "auto":
@@ -104,10 +164,7 @@ def slurm_settings(settings: Mapping[str, Any], environ: Mapping[str, str] | Non
             args = [str(a) for a in value]
         else:
             raise BadInput(f"{_where('sbatch_args', env)}: give a string or a list of options")
-        for arg in args:
-            if arg in ("--parsable", "--wait", "-W", "--test-only") or arg.startswith(("--output", "--error", "--job-name", "--chdir", "-o", "-e", "-J", "-D")):
-                raise BadInput(f"{_where('sbatch_args', env)}: '{arg}' is set by bench itself")
-        values["sbatch_args"] = tuple(args)
+        values["sbatch_args"] = checked_sbatch_args(args, _where("sbatch_args", env))
     for key, choices in (("mode", MODES), ("container", LAUNCHERS)):
         if key in raw:
             value, env = raw[key]
@@ -115,7 +172,9 @@ def slurm_settings(settings: Mapping[str, Any], environ: Mapping[str, str] | Non
                 raise BadInput(f"{_where(key, env)}: '{value}' is not one of {', '.join(choices)}")
             values[key] = str(value)
     if "shared_dir" in raw:
-        values["shared_dir"] = Path(str(raw["shared_dir"][0])).expanduser().absolute()
+        shared = Path(str(raw["shared_dir"][0])).expanduser().absolute()
+        checked_path(shared, _where("shared_dir", raw["shared_dir"][1]), extra="%,:")
+        values["shared_dir"] = shared
     if "poll_s" in raw:
         value, env = raw["poll_s"]
         try:
@@ -160,26 +219,95 @@ class JobRequest:
     gpus: int = 0
     env: Mapping[str, str] = field(default_factory=dict)
     comment: str = ""
+    lifeline_s: float = 0.0  # > 0: the job ends its engine when bench's lifeline file is older than this
+
+
+LIFELINE_NAME = ".bench-lifeline"  # in the job folder; bench touches it while it follows the job
+DEFAULT_LIFELINE_S = 300.0  # BENCH_SLURM_LIFELINE_S; 0 turns the watch off
+
+
+def lifeline_path(job: JobRequest) -> Path:
+    return job.workdir / LIFELINE_NAME
+
+
+def lifeline_seconds(environ: Mapping[str, str] | None = None) -> float:
+    """How old bench's lifeline may grow before the job stops its engine (``BENCH_SLURM_LIFELINE_S``)."""
+    raw = (os.environ if environ is None else environ).get("BENCH_SLURM_LIFELINE_S", "")
+    try:
+        value = float(raw) if raw.strip() else DEFAULT_LIFELINE_S
+    except ValueError:
+        raise BadInput(f"BENCH_SLURM_LIFELINE_S: {raw!r} is not a number of seconds") from None
+    if value < 0 or value != value:
+        raise BadInput(f"BENCH_SLURM_LIFELINE_S: {raw!r} must be 0 (off) or a positive number of seconds")
+    return value
+
+
+def _watched_engine(job: JobRequest, command: str) -> list[str]:
+    """Script lines that run ``command`` and end it when bench stops touching the lifeline file
+    (bench was SIGKILLed or its host died: nobody is left to ``scancel`` the job)."""
+    limit = max(1, round(job.lifeline_s))
+    every = max(1, min(10, limit // 4))
+    lifeline = shlex.quote(str(lifeline_path(job)))
+    return [
+        f"{command} &",
+        "engine=$!",
+        "trap 'kill -TERM $engine 2>/dev/null' TERM INT HUP",
+        "while kill -0 $engine 2>/dev/null; do",
+        f"  sleep {every}",
+        f"  age=$(( $(date +%s) - $(stat -c %Y {lifeline} 2>/dev/null || echo 0) ))",
+        f"  if [ $age -gt {limit} ] && kill -0 $engine 2>/dev/null; then",
+        f'    echo "bench: no sign of bench for $age s (lifeline {limit} s): stopping the engine" >&2',
+        "    kill -TERM $engine 2>/dev/null",
+        "    for _ in 1 2 3 4 5 6 7 8 9 10; do kill -0 $engine 2>/dev/null || break; sleep 1; done",
+        "    kill -KILL $engine 2>/dev/null || true",
+        "    wait $engine || true",
+        "    exit 143",
+        "  fi",
+        "done",
+        "wait $engine",
+    ]
 
 
 def request_options(partition: str | None, account: str | None, time: str | None, gpus: int) -> list[str]:
-    """The sbatch options of what the user asked for (partition, account, time limit, GPUs)."""
+    """The sbatch options of what the user asked for (partition, account, time limit, GPUs), each value checked."""
     options = []
     if partition:
-        options.append(f"--partition={partition}")
+        options.append(f"--partition={checked_value('partition', partition, 'slurm.partition')}")
     if account:
-        options.append(f"--account={account}")
+        options.append(f"--account={checked_value('account', account, 'slurm.account')}")
     if time:
-        options.append(f"--time={time}")
+        options.append(f"--time={checked_value('time', str(time), 'slurm.time')}")
     if gpus:
-        options.append(f"--gpus={gpus}")
+        options.append(f"--gpus={int(gpus)}")
     return options
 
 
+def check_job(job: JobRequest) -> None:
+    """BadInput when a value of the job could break out of its line of the script (or of a mount list)."""
+    if not JOB_NAME.fullmatch(job.job_name):
+        raise BadInput(f"slurm: job name {job.job_name[:80]!r} has characters other than letters, digits and _.+-")
+    # '%' starts a Slurm file-name pattern; ',' and ':' separate the container mount list
+    mounts = ",:" if job.mode == "container" else ""
+    checked_path(job.workdir, "slurm job folder", extra="%" + mounts)
+    checked_path(job.output, "slurm job output", extra="%")
+    checked_path(job.dataset, "dataset folder", extra=mounts)
+    for where, path in (("run spec", job.spec), ("run result", job.result), ("--python", job.interpreter or ""),
+                        ("engine module", job.module), ("container python", job.container_python),
+                        *(("PYTHONPATH entry", p) for p in job.python_path)):
+        checked_path(path, where)
+    if job.image is not None:
+        checked_value("image", job.image, "slurm.image")
+    for name, value in job.env.items():
+        if not ENV_NAME.fullmatch(name):
+            raise BadInput(f"environment variable name {name[:80]!r} is not a shell name")
+        if CONTROL.search(value):
+            raise BadInput(f"environment variable {name}: its value holds a control character (newline, ...)")
+
+
 def directives(job: JobRequest) -> list[str]:
-    """The ``#SBATCH`` options of the job (extra sbatch options go on the command line)."""
-    fixed = [f"--job-name={job.job_name}", f"--output={job.output}", f"--chdir={job.workdir}",
-             "--nodes=1", "--ntasks=1", "--open-mode=append"]
+    """The ``#SBATCH`` options of the job (extra sbatch options go on the command line), values quoted for sbatch."""
+    fixed = [f"--job-name={job.job_name}", f"--output={directive_value(str(job.output))}",
+             f"--chdir={directive_value(str(job.workdir))}", "--nodes=1", "--ntasks=1", "--open-mode=append"]
     return fixed + request_options(job.partition, job.account, job.time, job.gpus)
 
 
@@ -207,9 +335,15 @@ def engine_argv(job: JobRequest) -> list[str]:
 
 
 def job_script(job: JobRequest, extra_args: Sequence[str] = ()) -> str:
-    """The batch script: ``#SBATCH`` lines, the environment, then ``exec`` of the engine."""
+    """The batch script: ``#SBATCH`` lines, the environment, then ``exec`` of the engine.
+
+    BadInput when any value could break out of its line (see :func:`check_job`, :func:`checked_sbatch_args`).
+    """
+    check_job(job)
+    checked_sbatch_args(extra_args, "slurm.sbatch_args")
     q = shlex.quote
-    lines = ["#!/bin/bash", f"# bench job: {job.comment}" if job.comment else "# bench job"]
+    comment = CONTROL.sub("?", job.comment)
+    lines = ["#!/bin/bash", f"# bench job: {comment}" if comment else "# bench job"]
     lines.append("# submitted with: sbatch --parsable" + "".join(" " + q(a) for a in extra_args) + " <this script>")
     lines += [f"#SBATCH {option}" for option in directives(job)]
     lines += ["", "set -eu",
@@ -222,5 +356,8 @@ def job_script(job: JobRequest, extra_args: Sequence[str] = ()) -> str:
         # the image carries its own Python and engine: nothing of the submitting shell's Python leaks in
         lines.append("unset PYTHONPATH PYTHONHOME VIRTUAL_ENV")
     lines += [f"export {name}={q(value)}" for name, value in sorted(env.items())]
-    lines += [f"cd {q(str(job.workdir))}", "exec " + " ".join(q(a) for a in engine_argv(job)), ""]
+    command = " ".join(q(a) for a in engine_argv(job))
+    lines.append(f"cd {q(str(job.workdir))}")
+    lines += _watched_engine(job, command) if job.lifeline_s > 0 else ["exec " + command]
+    lines.append("")
     return "\n".join(line for line in lines if line is not None)

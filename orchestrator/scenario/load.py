@@ -15,6 +15,7 @@ from orchestrator.errors import BadInput
 from orchestrator.models import known_archs
 from orchestrator.paths import scenarios_dir
 from orchestrator.scenario import overrides as ov
+from orchestrator.scenario.safe_yaml import MAX_BYTES, YAMLLimitError
 from orchestrator.scenario.yaml_lines import line_of, parse
 from orchestrator.schemas import SchemaError, validate
 
@@ -70,10 +71,19 @@ def resolve_scenario_path(name_or_path: str) -> Path:
 
 
 def _read(path: Path) -> str:
+    """The text of a regular file of at most MAX_BYTES (checked before reading, and while reading)."""
     if path.is_dir():
         raise BadInput(f"{path}: is a folder, not a scenario file")
     try:
-        return path.read_text()
+        if not path.is_file():
+            raise BadInput(f"{path}: not a regular file")
+        if path.stat().st_size > MAX_BYTES:
+            raise BadInput(f"{path}: refused: {path.stat().st_size} bytes, more than the {MAX_BYTES} a scenario may have")
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_BYTES + 1)
+        if len(data) > MAX_BYTES:
+            raise BadInput(f"{path}: refused: more than the {MAX_BYTES} bytes a scenario may have")
+        return data.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise BadInput(f"{path}: cannot read ({exc.__class__.__name__}: {getattr(exc, 'strerror', None) or exc})") from None
 
@@ -81,6 +91,9 @@ def _read(path: Path) -> str:
 def _parse(path: Path, text: str) -> tuple[dict[str, Any], dict[tuple[str, ...], int]]:
     try:
         document, lines = parse(text)
+    except YAMLLimitError as exc:
+        where = f":{exc.problem_mark.line + 1}" if exc.problem_mark is not None else ""
+        raise BadInput(f"{path}{where}: refused: {exc.problem}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         where = f":{mark.line + 1}" if mark is not None else ""
@@ -153,9 +166,37 @@ def _semantic_checks(path: Path, doc: dict[str, Any]) -> None:
                 steps = workload.get("steps")
                 if steps and steps * global_batch > samples:
                     raise BadInput(f"{path}: workload.steps: {steps} steps of {global_batch} exceed the {samples} samples")
+    _check_parity_extras(path, workload, matrix)
     check_workload_dataset(workload, f"{path}: workload")
     for engine, block in (doc.get("engines") or {}).items():
         engines[engine].check_options(block.get("options") or {}, f"{path}: engines.{engine}.options")
+    for index, claim in enumerate((doc.get("claims") or {}).get("ratios") or []):
+        for key in ("engine", "vs"):
+            if claim[key] not in engines:
+                raise BadInput(f"{path}: claims.ratios.{index}.{key}: unknown engine '{claim[key]}' (known: {', '.join(sorted(engines))})")
+
+
+def _check_parity_extras(path: Path, workload: dict[str, Any], matrix: dict[str, Any]) -> None:
+    """init, reference, and warmup against every plan's steps (where the sample count is known)."""
+    from orchestrator.initweights import shared_archs
+
+    arch = workload["model"]["arch"]
+    if workload.get("init") == "shared" and arch not in shared_archs():
+        raise BadInput(f"{path}: workload.init: shared initial weights exist for {', '.join(shared_archs())} only, not {arch!r}")
+    reference = matrix.get("reference")
+    if reference is not None and reference not in matrix["engines"]:
+        raise BadInput(f"{path}: matrix.reference: '{reference}' is not one of matrix.engines ({', '.join(matrix['engines'])})")
+    samples = workload["dataset"].get("samples")
+    if samples is None or workload["batch"].get("max_search"):
+        return
+    drop_last = workload["batch"].get("drop_last", True)
+    for batch in matrix.get("batch_sizes") or [workload["batch"]["size"]]:
+        for devices in matrix.get("devices") or [1]:
+            per_epoch = samples // (batch * devices) if drop_last else -(-samples // (batch * devices))
+            total = workload["steps"] if "steps" in workload else workload.get("epochs", 1) * per_epoch
+            if total and workload["warmup_steps"] >= total:
+                raise BadInput(f"{path}: workload.warmup_steps: {workload['warmup_steps']} warmup steps leave none of the {total} "
+                               f"steps of batch {batch} x {devices} device(s) to measure")
 
 
 def load_scenario(name_or_path: str, sets: list[str] | None = None, smoke: bool = False) -> Scenario:

@@ -12,7 +12,9 @@ from orchestrator.errors import BadInput
 from orchestrator.models import trainable_parameters
 from orchestrator.scenario.load import Scenario
 
-DEFAULT_MEASUREMENT = {"window_steps": 10, "timeout_s": 3600.0, "max_step_samples": 20000}
+ADAM_BETAS = (0.9, 0.999)  # torch.optim.Adam / optax.adam / keras Adam defaults
+ADAM_EPS = 1e-8  # torch and optax (keras defaults to 1e-7: the engines set it from the spec)
+DEFAULT_MEASUREMENT = {"window_steps": 10, "timeout_s": 3600.0, "max_step_samples": 20000, "stall_s": 300.0, "setup_stall_s": 900.0}
 
 
 @dataclass(frozen=True)
@@ -73,8 +75,21 @@ def steps_per_epoch(samples: int, global_batch: int, drop_last: bool) -> int:
     return samples // global_batch if drop_last else math.ceil(samples / global_batch)
 
 
-def build_spec(scenario: Scenario, plan: RunPlan, split: PreparedSplit, dataset_path: str, device: str) -> dict[str, Any]:
-    """The run-spec document for one plan (validated by the caller before it is written)."""
+def optimizer_block(optimizer: dict[str, Any]) -> dict[str, Any]:
+    """The spec's optimizer: every hyper-parameter of the named optimizer, defaults filled in."""
+    if optimizer["name"] == "adam":
+        return {"name": "adam", "lr": optimizer["lr"], "betas": list(optimizer.get("betas", ADAM_BETAS)),
+                "eps": optimizer.get("eps", ADAM_EPS), "weight_decay": optimizer.get("weight_decay", 0.0)}
+    return {"name": optimizer["name"], "lr": optimizer["lr"], "momentum": optimizer.get("momentum", 0.0),
+            "weight_decay": optimizer.get("weight_decay", 0.0), "nesterov": optimizer.get("nesterov", False)}
+
+
+def build_spec(scenario: Scenario, plan: RunPlan, split: PreparedSplit, dataset_path: str, device: str,
+               init: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The run-spec document for one plan (validated by the caller before it is written).
+
+    ``init``: the spec's ``parity.init`` block (orchestrator.initweights.shared_init); None: framework.
+    """
     workload = scenario.workload
     drop_last = workload["batch"].get("drop_last", True)
     global_batch = plan.batch * plan.devices
@@ -116,13 +131,8 @@ def build_spec(scenario: Scenario, plan: RunPlan, split: PreparedSplit, dataset_
             "epochs": epochs,
             "steps_per_epoch": per_epoch,
             "total_steps": total,
-            "optimizer": {
-                "name": optimizer["name"],
-                "lr": optimizer["lr"],
-                "momentum": optimizer.get("momentum", 0.0),
-                "weight_decay": optimizer.get("weight_decay", 0.0),
-                "nesterov": optimizer.get("nesterov", False),
-            },
+            "optimizer": optimizer_block(optimizer),
+            "init": dict(init or {"mode": "framework"}),
             "loss": workload["loss"],
             "precision": plan.precision,
             "seed": workload["seed"],
@@ -132,8 +142,44 @@ def build_spec(scenario: Scenario, plan: RunPlan, split: PreparedSplit, dataset_
         "measurement": {
             "window_steps": measurement["window_steps"],
             "timeout_s": float(measurement["timeout_s"]),
+            "stall_s": float(measurement["stall_s"]),
+            "setup_stall_s": float(measurement["setup_stall_s"]),
             "max_step_samples": measurement["max_step_samples"],
         },
         "engine_options": dict(scenario.engine_block(plan.engine).get("options") or {}),
         "expected": {"trainable_parameters": trainable_parameters(model["arch"], model["num_classes"], workload["input"]["channels"])},
     }
+
+
+def check_plans(scenario: Scenario, plans: list[RunPlan], split: PreparedSplit, device: str, before_search: bool = False) -> None:
+    """Build and validate every plan's spec before anything runs: bad input fails here, not half-way.
+
+    ``before_search``: a scenario with ``batch.max_search`` has no batch size yet; its plans are
+    checked once the search has chosen one (the second call)."""
+    if before_search and scenario.workload["batch"].get("max_search"):
+        return
+    from orchestrator.schemas import SchemaError, validate
+
+    placeholder = {"mode": "shared", "file": "init.safetensors", "sha256": "0" * 64, "format": "bench-init-v1"}
+    init = placeholder if init_mode(scenario.workload) == "shared" else None
+    for plan in plans:
+        if plan.skip_reason:
+            continue
+        try:
+            validate(build_spec(scenario, plan, split, str(split.path), device, init), "run-spec")
+        except BadInput as exc:
+            raise BadInput(f"run {plan.run_id}: {exc}") from None
+        except SchemaError as exc:
+            raise BadInput(f"run {plan.run_id}: spec {exc.where}: {exc.detail}") from None
+
+
+def init_mode(workload: dict[str, Any]) -> str:
+    """workload.init, default shared where the arch has a shared layout (orchestrator.initweights)."""
+    from orchestrator.initweights import shared_archs
+
+    return workload.get("init") or ("shared" if workload["model"]["arch"] in shared_archs() else "framework")
+
+
+def reference_engine(scenario: Scenario) -> str:
+    """The engine cross-engine ratios are taken against: matrix.reference, default the first engine."""
+    return scenario.matrix.get("reference") or scenario.matrix["engines"][0]

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import copy
+import re
+from functools import cache
 from typing import Any
 
 import yaml
 
 from orchestrator.errors import BadInput
+from orchestrator.scenario.safe_yaml import YAMLLimitError, load_bounded
+from orchestrator.schemas import load_schema
 
-SECTIONS = ("workload", "matrix", "measurement", "engines", "smoke", "description", "name")
+MAX_VALUE_CHARS = 4096  # one --set value
+KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z0-9_][A-Za-z0-9_-]*)*")
 DEFAULT_SMOKE = {
     "workload.dataset.samples": 192,
     "workload.batch.size": 32,
@@ -26,17 +31,29 @@ def parse_assignment(text: str) -> tuple[str, Any]:
     key, raw = text.split("=", 1)
     key = key.strip()
     if not key:
-        raise BadInput(f"--set {text}: empty key")
+        raise BadInput(f"--set {text[:80]}: empty key")
+    if not KEY.fullmatch(key):
+        raise BadInput(f"--set {key[:80]!r}: not a dotted key of names (letters, digits, '_' and '-', e.g. workload.batch.size)")
+    if len(raw) > MAX_VALUE_CHARS:
+        raise BadInput(f"--set {key}: value longer than {MAX_VALUE_CHARS} characters")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
+        value = load_bounded(raw) if raw.strip() else ""
+    except YAMLLimitError as exc:
+        raise BadInput(f"--set {key}: value refused: {exc.problem}") from None
     except yaml.YAMLError as exc:
         raise BadInput(f"--set {key}: value is not valid YAML ({exc.__class__.__name__})") from None
     return key, value
 
 
+@cache
+def sections() -> frozenset[str]:
+    """The top-level keys of a scenario (from its schema)."""
+    return frozenset(load_schema("scenario")["properties"])
+
+
 def qualify(key: str) -> str:
-    """Keys that do not start with a section are taken as workload keys ('batch.size')."""
-    return key if key.split(".", 1)[0] in SECTIONS else f"workload.{key}"
+    """Keys that do not start with a top-level key of the scenario are taken as workload keys ('batch.size')."""
+    return key if key.split(".", 1)[0] in sections() else f"workload.{key}"
 
 
 def apply(document: dict[str, Any], assignments: dict[str, Any], origin: str) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Parse YAML keeping the line of every mapping key, so errors can name a line."""
+"""Parse YAML (bounded, see :mod:`safe_yaml`) keeping the line of every mapping key, so errors can name a line."""
 
 from __future__ import annotations
 
@@ -6,43 +6,37 @@ from typing import Any
 
 import yaml
 
-
-class _LineLoader(yaml.SafeLoader):
-    """SafeLoader that refuses duplicate keys."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key '{key}'", key_node.start_mark
-                )
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
+from orchestrator.scenario.safe_yaml import compose_bounded, construct
 
 
 def parse(text: str) -> tuple[Any, dict[tuple[str, ...], int]]:
-    """Return the document and a map from key path to 1-based line number."""
-    document = yaml.load(text, Loader=_LineLoader)
+    """Return the document and a map from key path to 1-based line number (raises yaml.YAMLError)."""
+    loader, node = compose_bounded(text)
     lines: dict[tuple[str, ...], int] = {}
-    node = yaml.compose(text, Loader=yaml.SafeLoader)
     if node is not None:
-        _walk(node, (), lines)
-    return document, lines
+        _walk(node, lines)
+    return construct(loader, node), lines
 
 
-def _walk(node: yaml.Node, path: tuple[str, ...], lines: dict[tuple[str, ...], int]) -> None:
-    if isinstance(node, yaml.MappingNode):
-        for key_node, value_node in node.value:
-            key_path = (*path, str(key_node.value))
-            lines[key_path] = key_node.start_mark.line + 1
-            _walk(value_node, key_path, lines)
-    elif isinstance(node, yaml.SequenceNode):
-        for index, item in enumerate(node.value):
-            item_path = (*path, str(index))
-            lines[item_path] = item.start_mark.line + 1
-            _walk(item, item_path, lines)
+def _walk(root: yaml.Node, lines: dict[tuple[str, ...], int]) -> None:
+    """Record the line of every key path; a node reached again through an alias is not walked again."""
+    seen: set[int] = set()
+    stack: list[tuple[yaml.Node, tuple[str, ...]]] = [(root, ())]
+    while stack:
+        node, path = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            items = [((*path, str(k.value)), k, v) for k, v in node.value]
+        elif isinstance(node, yaml.SequenceNode):
+            items = [((*path, str(i)), item, item) for i, item in enumerate(node.value)]
+        else:
+            continue
+        for item_path, marker, _ in items:
+            lines.setdefault(item_path, marker.start_mark.line + 1)
+        # children pushed last-first: walked in document order, so an anchor is walked where it is written
+        stack.extend((child, item_path) for item_path, _, child in reversed(items))
 
 
 def line_of(lines: dict[tuple[str, ...], int], dotted: str) -> int | None:

@@ -74,7 +74,9 @@ def test_env_reports_no_gpu_plainly(capsys, monkeypatch):
     assert code == 0
     assert facts["python"] == sys.version.split()[0]
     usable = {row["engine"]: row["usable"] for row in facts["engines"]}
-    assert usable == {"pytorch": True, "jax": True, "tensorflow": True}, facts["engines"]  # `.[engines]` installs all three
+    assert {k: usable[k] for k in ("pytorch", "jax", "tensorflow")} == {"pytorch": True, "jax": True, "tensorflow": True}, facts["engines"]
+    opennn = next(row for row in facts["engines"] if row["engine"] == "opennn")  # compiled: usable once built, else says why
+    assert opennn["usable"] or "bench env create opennn" in opennn["reason"]
     if not facts["nvml"]["gpus"]:
         assert facts["nvml"]["reason"]
 
@@ -82,3 +84,15 @@ def test_env_reports_no_gpu_plainly(capsys, monkeypatch):
 def test_console_script_is_installed():
     proc = subprocess.run(["bench", "--version"], capture_output=True, text=True)
     assert proc.returncode == 0 and proc.stdout.startswith("bench ")
+
+
+def test_relative_out_folder_reaches_the_engine(capsys, monkeypatch, data_dir, tmp_path):
+    """A relative --out is the caller's: the engine, started in another folder, still finds its spec (seen on the H200)."""
+    from tests.core.cli_helpers import FAKE_SCENARIO, use_fake_engines
+
+    use_fake_engines(monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    code, _out, err = run_cli(capsys, monkeypatch, "scenario", "run", str(FAKE_SCENARIO), "--runtime", "local", "--out", "rel/out")
+    assert code == 0, err
+    records = [json.loads(p.read_text()) for p in (tmp_path / "rel" / "out").glob("*/*/runs/*/run.json")]
+    assert records and all(r["status"] == "ok" for r in records)

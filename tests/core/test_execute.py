@@ -41,7 +41,9 @@ def test_ok_runs_make_a_valid_artifact(capsys, monkeypatch, tmp_path):
     # 64 samples, batch 16, 2 epochs, 1 warmup step: 8 steps in all, 7 measured
     assert result["work"]["steps"] == 8 and result["work"]["samples"] == 128
     assert result["measurements"]["steady"]["steps"] == 7 and result["measurements"]["warmup_steps"] == 1
-    assert {r["engine"] for r in summary["ratios"]} == {"fake", "fake2"}
+    # one ratio per pair, against the reference engine (the first of matrix.engines)
+    assert {(r["engine"], r["baseline_engine"]) for r in summary["ratios"]} == {("fake2", "fake")}
+    assert summary["reference_engine"] == "fake" and all(r["interval"] == "range" for r in summary["ratios"])
     assert summary["counts"] == {"ok": 4}
 
 

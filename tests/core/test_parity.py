@@ -16,6 +16,8 @@ def make_spec(samples=100, batch=32, steps=3, epochs=2, precision="fp32"):
             "batch": {"per_device": batch, "global": batch, "drop_last": steps * batch <= samples},
             "devices": 1, "epochs": epochs, "steps_per_epoch": steps, "total_steps": steps * epochs,
             "precision": precision, "data_placement": "device",
+            "optimizer": {"name": "sgd", "lr": 0.1, "momentum": 0.9, "weight_decay": 5e-5, "nesterov": False},
+            "loss": "cross_entropy", "init": {"mode": "shared", "file": "init.safetensors", "sha256": "c" * 64, "format": "bench-init-v1"},
         },
         "expected": {"trainable_parameters": 23528522},
     }
@@ -31,6 +33,13 @@ def make_result(spec, **overrides):
         "samples": expected_samples(spec), "data_placement": "device",
         "precision": {"name": parity["precision"], "compute_dtype": "float32", "param_dtype": "float32",
                       "tf32_matmul": False, "tf32_conv": False, "loss_scaling": False},
+        "param_dtypes": ["float32"],
+        "observed": {"compute_dtype": canonical_dtype(parity["precision"]) if parity["precision"] in ("bf16", "fp16") else "float32",
+                     "grad_dtype": "float32", "logits_dtype": "float32"},
+        "optimizer": {"name": "sgd", "class": "torch.optim.sgd.SGD", "lr": 0.1, "momentum": 0.9, "weight_decay": 5e-5,
+                      "nesterov": False, "betas": None, "eps": None},
+        "loss": {"name": "cross_entropy", "class": "torch.nn.modules.loss.CrossEntropyLoss", "reduction": "mean", "label_smoothing": 0.0},
+        "init": {"mode": "shared", "sha256": "c" * 64},
     }
     work.update(overrides)
     return {"work": work}
@@ -57,6 +66,16 @@ def test_each_field_mismatch_is_named():
         "epochs": {"epochs": 1},
         "batch.global": {"batch_global": 64},
         "data_placement": {"data_placement": "host"},
+        "input": {"input_shape": [32, 32, 1]},
+        "model.num_classes": {"num_classes": 100},
+        "param_dtypes": {"param_dtypes": ["bfloat16"]},
+        "observed.compute_dtype": {"observed": {"compute_dtype": "bfloat16", "grad_dtype": "float32", "logits_dtype": "float32"}},
+        "observed.grad_dtype": {"observed": {"compute_dtype": "float32", "grad_dtype": "bfloat16", "logits_dtype": "float32"}},
+        "observed": {"observed": None},
+        "init.sha256": {"init": {"mode": "shared", "sha256": "d" * 64}},
+        "init.mode": {"init": {"mode": "framework", "sha256": None}},
+        "optimizer": {"optimizer": None},
+        "loss": {"loss": None},
     }
     for field, override in cases.items():
         mismatches = check_against_spec(spec, make_result(spec, **override), "cuda")
@@ -69,6 +88,10 @@ def test_precision_policy_must_match_the_name():
     result["work"]["precision"].update(name="bf16", compute_dtype="float32")
     fields = [m["field"] for m in check_against_spec(spec, result, "cuda")]
     assert fields == ["precision.compute_dtype"]
+    result = make_result(spec)  # the policy says bf16, the traced step computed fp32
+    result["work"]["precision"].update(name="bf16", compute_dtype="bfloat16")
+    result["work"]["observed"]["compute_dtype"] = "float32"
+    assert [m["field"] for m in check_against_spec(spec, result, "cuda")] == ["observed.compute_dtype"]
     spec = make_spec(precision="fp32")
     result = make_result(spec)
     result["work"]["precision"]["tf32_conv"] = True
@@ -104,3 +127,33 @@ def test_cross_engine_tie_marks_both_and_ignores_single_engines():
     flagged = cross_engine([{"run_id": "a", "engine": "x", "key": 1, "work": a}, {"run_id": "b", "engine": "y", "key": 1, "work": b}])
     assert set(flagged) == {"a", "b"}
     assert cross_engine([{"run_id": "a", "engine": "x", "key": 1, "work": a}, {"run_id": "b", "engine": "x", "key": 1, "work": b}]) == {}
+
+
+def test_optimizer_read_back_is_compared_field_by_field():
+    spec = make_spec()
+    for key, value in (("momentum", 0.8), ("lr", 0.1001), ("weight_decay", 0.0), ("nesterov", True), ("name", "adam")):
+        result = make_result(spec)
+        result["work"]["optimizer"][key] = value
+        assert [m["field"] for m in check_against_spec(spec, result, "cpu")] == [f"optimizer.{key}"], key
+    result = make_result(spec)
+    result["work"]["optimizer"]["lr"] = 0.1 * (1 + 1e-8)  # a float32 round trip is not a mismatch
+    assert check_against_spec(spec, result, "cpu") == []
+
+
+def test_adam_read_back_compares_betas_and_eps():
+    spec = make_spec()
+    spec["parity"]["optimizer"] = {"name": "adam", "lr": 1e-3, "betas": [0.9, 0.999], "eps": 1e-8, "weight_decay": 0.0}
+    adam = {"name": "adam", "class": "torch.optim.adam.Adam", "lr": 1e-3, "betas": [0.9, 0.999], "eps": 1e-8,
+            "weight_decay": 0.0, "momentum": None, "nesterov": None}
+    assert check_against_spec(spec, make_result(spec, optimizer=adam), "cpu") == []
+    for key, value in (("betas", [0.9, 0.99]), ("eps", 1e-7)):
+        wrong = {**adam, key: value}
+        assert [m["field"] for m in check_against_spec(spec, make_result(spec, optimizer=wrong), "cpu")] == [f"optimizer.{key}"]
+
+
+def test_loss_read_back_must_be_mean_cross_entropy():
+    spec = make_spec()
+    for key, value in (("name", "mse"), ("reduction", "sum"), ("label_smoothing", 0.1)):
+        result = make_result(spec)
+        result["work"]["loss"][key] = value
+        assert [m["field"] for m in check_against_spec(spec, result, "cpu")] == [f"loss.{key}"]

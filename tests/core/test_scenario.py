@@ -151,3 +151,41 @@ def test_built_spec_is_schema_valid(smoke_split):
     assert spec["parity"]["total_steps"] == smoke_split.samples // 32
     assert spec["expected"]["trainable_parameters"] == 23528522
     assert spec["engine_options"] == {"compile": "auto", "cuda_graphs": "auto", "channels_last": "auto"}
+
+
+FAKE_SCENARIO = str(Path(__file__).resolve().parents[1] / "fixtures" / "fake_scenario.yaml")
+
+
+def test_validate_checks_every_plan_not_only_the_first(fake_engines: None) -> None:
+    # batch 16: 8 steps, 3 warmup is fine; batch 64: 2 steps, all warmup -> refused before anything runs
+    with pytest.raises(BadInput, match=r"workload\.warmup_steps: 3 warmup steps leave none of the 2 steps of batch 64"):
+        load_scenario(FAKE_SCENARIO, ["warmup_steps=3", "matrix.batch_sizes=[16, 64]"])
+    load_scenario(FAKE_SCENARIO, ["warmup_steps=3", "matrix.batch_sizes=[16, 32]"])
+
+
+def test_check_plans_builds_every_spec_before_the_first_run(fake_engines: None) -> None:
+    from types import SimpleNamespace
+
+    from orchestrator.scenario.matrix import check_plans
+
+    scenario = load_scenario(FAKE_SCENARIO, ["warmup_steps=3", "matrix.batch_sizes=[16, 32]"])
+    split = SimpleNamespace(name="tiny", path=Path("/data"), sha256="a" * 64, samples=64, split="train", synthetic=True)
+    check_plans(scenario, expand(scenario), split, "cpu")
+    small = SimpleNamespace(**{**vars(split), "samples": 40})  # the real split is smaller than the scenario said
+    with pytest.raises(BadInput, match=r"run fake-fp32-optimized-b32-d1-r1: workload\.warmup_steps"):
+        check_plans(scenario, expand(scenario), small, "cpu")
+
+
+def test_adam_and_reference_are_validated(fake_engines: None) -> None:
+    scenario = load_scenario(FAKE_SCENARIO, ["optimizer={name: adam, lr: 0.001}", "matrix.reference=fake2"])
+    from orchestrator.scenario.matrix import optimizer_block, reference_engine
+
+    assert optimizer_block(scenario.workload["optimizer"]) == {"name": "adam", "lr": 0.001, "betas": [0.9, 0.999], "eps": 1e-8,
+                                                               "weight_decay": 0.0}
+    assert reference_engine(scenario) == "fake2"
+    with pytest.raises(BadInput, match="momentum"):
+        load_scenario(FAKE_SCENARIO, ["optimizer={name: adam, lr: 0.001, momentum: 0.9}"])
+    with pytest.raises(BadInput, match=r"matrix\.reference"):
+        load_scenario(FAKE_SCENARIO, ["matrix.reference=jax"])
+    with pytest.raises(BadInput, match=r"workload\.init"):
+        load_scenario(FAKE_SCENARIO, ["init=shared", "model.arch=tresnet_m"])

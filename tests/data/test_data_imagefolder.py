@@ -118,7 +118,7 @@ def test_missing_pillow_is_bad_input(bench, cache, folder, monkeypatch):
 
 
 def test_scenario_with_folder_source_and_prepared_geometry(cache, folder):
-    base = ["workload.batch.size=4", "workload.dataset.name=imagenet", "workload.model.num_classes=3",
+    base = ["workload.batch.size=4", "workload.warmup_steps=1", "workload.dataset.name=imagenet", "workload.model.num_classes=3",
             "workload.input.height=24", "workload.input.width=24"]
     split = prepare_dataset(load_scenario("cifar_resnet50", sets=[*base, f"workload.dataset.source={folder}", "workload.dataset.samples=8"]))
     assert split.samples == 8 and np.load(split.path / "images.npy").shape == (8, 24, 24, 3)

@@ -20,7 +20,8 @@ FAKE_SCENARIO = REPO / "tests" / "fixtures" / "fake_scenario.yaml"
 
 
 def scenario(*sets: str):
-    return load_scenario("cifar_resnet50", sets=["workload.batch.size=8", *sets])
+    # warmup 2: with 20 (the scenario's) a 40-sample split leaves no step to measure, refused at load time
+    return load_scenario("cifar_resnet50", sets=["workload.batch.size=8", "workload.warmup_steps=2", *sets])
 
 
 def test_prepared_source_resolves_to_the_first_n_samples_of_the_prepared_split(cache, cifar_archive):

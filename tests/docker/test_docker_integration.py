@@ -110,7 +110,11 @@ def test_smoke_scenario_runs_in_docker(built: dict[str, Any], env: dict[str, str
     assert container["network_mode"] == "none" and container["privileged"] is False
     assert container["cap_drop"] == ["ALL"] and not container["cap_add"]
     assert container["security_opt"] == ["no-new-privileges:true"] and container["ipc_mode"] == "private"
-    assert container["user"] == f"{os.getuid()}:{os.getgid()}" and container["shm_size"] >= 1 << 30
+    # never root: the image's user when bench is root, else the invoking uid:gid
+    assert container["user"] == ("10001:10001" if os.getuid() == 0 else f"{os.getuid()}:{os.getgid()}") and container["shm_size"] >= 1 << 30
+    assert container["readonly_rootfs"] is True and container["init"] is True and "/tmp" in container["tmpfs"]
+    assert container["pids_limit"] == 8192 and container["memory"] > 0
+    assert any(b.startswith("bench-compile-cache:/bench/cache") for b in container["binds"]) or os.getuid() != 0
     assert any(b.endswith(":/bench/dataset:ro") for b in container["binds"]) and any(b.endswith(":/bench/run:rw") for b in container["binds"])
     assert {"stack"} <= {u["name"] for u in container["ulimits"]} and container["labels"]["bench.run"] == record["run_id"]
     run_dir = artifact / "runs" / record["run_id"]
@@ -130,7 +134,10 @@ def test_timeout_stops_and_removes_the_container(built: dict[str, Any], env: dic
     assert not leftovers()
 
 
-def test_ctrl_c_stops_and_removes_the_container(built: dict[str, Any], env: dict[str, str], tmp_path: Path) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=lambda s: s.name)
+def test_a_signal_stops_and_removes_the_container(sig: signal.Signals, built: dict[str, Any], env: dict[str, str], tmp_path: Path) -> None:
+    """Ctrl-C and SIGTERM: bench stops and removes the container and records the run interrupted;
+    SIGKILL: bench cannot, its watchdog removes the container (and the artifact still validates)."""
     proc = subprocess.Popen([sys.executable, "-m", "orchestrator", *SMOKE, *LONG, "--out", str(tmp_path / "out")], cwd=REPO, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
@@ -139,15 +146,25 @@ def test_ctrl_c_stops_and_removes_the_container(built: dict[str, Any], env: dict
             assert proc.poll() is None and time.monotonic() < deadline, "the run's container never appeared"
             time.sleep(0.2)
         time.sleep(2)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         output, _ = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 130, output[-3000:]
-    _, record = only_run(tmp_path / "out")
-    assert record["status"] == "interrupted"
-    assert not leftovers()
+    artifact = next((tmp_path / "out" / "cifar_resnet50").iterdir())
+    if sig == signal.SIGKILL:
+        assert proc.returncode == -signal.SIGKILL
+        deadline = time.monotonic() + 60
+        while leftovers() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert not leftovers(), "the container outlived a SIGKILLed bench"
+    else:
+        assert proc.returncode == 128 + sig, output[-3000:]
+        _, record = only_run(tmp_path / "out")
+        assert record["status"] == "interrupted"
+        assert not leftovers()
+    validated = bench("results", "validate", str(artifact), env=env)
+    assert validated.returncode == 0, validated.stdout + validated.stderr
 
 
 def test_a_base_without_the_framework_is_refused_and_keeps_the_tag(built: dict[str, Any], env: dict[str, str]) -> None:

@@ -52,8 +52,14 @@ def test_cpu_run_options(tmp_path: Path) -> None:
     assert create["labels"] == {"bench.run": "pytorch-fp32-optimized-b32-d1-r1", "bench.engine": "pytorch"}
     assert create["name"].startswith("bench-pytorch-fp32-optimized-b32-d1-r1-")
     assert host["binds"] == {str((tmp_path / "data").resolve()): {"bind": DATASET_MOUNT, "mode": "ro"},
-                             str((tmp_path / "run").resolve()): {"bind": RUN_MOUNT, "mode": "rw"}}
+                             str((tmp_path / "run").resolve()): {"bind": RUN_MOUNT, "mode": "rw"},
+                             "bench-compile-cache": {"bind": "/bench/cache", "mode": "rw"}}
     assert host["shm_size"] == "8g"
+    # read-only root filesystem, scratch in a tmpfs, caches on the volume, an init, limits
+    assert host["read_only"] is True and host["init"] is True
+    assert host["tmpfs"] == {"/tmp": "rw,exec,nosuid,nodev,size=8g,mode=1777"}
+    assert create["environment"]["TORCHINDUCTOR_CACHE_DIR"] == "/bench/cache/inductor"
+    assert host["pids_limit"] == 8192 and "mem_limit" not in host and "nano_cpus" not in host
     assert {u["name"]: (u["soft"], u["hard"]) for u in host["ulimits"]} == {"memlock": (-1, -1), "stack": (67108864, 67108864)}
 
 
@@ -162,3 +168,33 @@ def test_shm_size_sources(monkeypatch: pytest.MonkeyPatch) -> None:
     assert shm_size({"docker": {"shm_size": "16g"}, "shm_size": "4g"}) == "16g"
     with pytest.raises(BadInput, match=r"docker\.shm_size"):
         shm_size({"shm_size": "lots"})
+
+
+def test_limits_from_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from orchestrator.runtimes import docker as runtime
+
+    monkeypatch.setattr(runtime, "host_memory_bytes", lambda: 100 << 30)
+    default = runtime.limits({})
+    assert default.pids == 8192 and default.memory == f"{int((100 << 30) * 0.9) // (1 << 20)}m" and default.cpus is None
+    given = runtime.limits({"docker": {"pids_limit": 512, "mem_limit": "16g", "cpus": 2.5, "tmp_size": "1g"}})
+    host = _options(tmp_path, GpuAccess(), limits=given, cache_volume=None)["host_config"]
+    assert (host["pids_limit"], host["mem_limit"], host["memswap_limit"], host["nano_cpus"]) == (512, "16g", "16g", 2_500_000_000)
+    assert host["tmpfs"]["/tmp"].endswith("size=1g,mode=1777") and all(b["bind"] != "/bench/cache" for b in host["binds"].values())
+    assert runtime.limits({"docker": {"mem_limit": "none"}}).memory is None
+    for bad, field in (({"pids_limit": 10}, "pids_limit"), ({"pids_limit": True}, "pids_limit"), ({"mem_limit": "lots"}, "mem_limit"),
+                       ({"cpus": 0}, "cpus"), ({"tmp_size": "1 g"}, "tmp_size")):
+        with pytest.raises(BadInput, match=rf"runtime\.docker\.{field}"):
+            runtime.limits({"docker": bad})
+
+
+def test_image_user_is_never_root() -> None:
+    from orchestrator.runtimes.docker import image_user
+
+    class Image:
+        def __init__(self, user):
+            self.attrs = {"Config": {"User": user}}
+
+    assert image_user(Image("10001:10001")) == "10001:10001"
+    assert image_user(Image("10001")) == "10001:10001"
+    for root_or_unknown in ("", None, "0", "0:0", "root", "10001:0", "bench"):
+        assert image_user(Image(root_or_unknown)) == "65534:65534"

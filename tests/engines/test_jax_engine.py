@@ -426,7 +426,7 @@ def test_partial_batch_counts_every_sample(run: Any) -> None:
     _, result = _ok(run)
     work, measured = result["work"], result["measurements"]
     assert (work["steps"], work["samples"], work["epochs"]) == (6, 192, 2)
-    assert work["drop_last"] is False
+    assert work["samples"] % work["batch_per_device"] != 0  # the partial batches were run, not dropped
     assert [(e["steps"], e["samples"]) for e in measured["epochs"]] == [(3, 96), (3, 96)]
     assert [w[1] for w in measured["windows"]] == [40, 16, 40, 40, 16]  # the partial batch with its real size
     assert measured["steady"]["samples"] == 192 - 40
@@ -523,7 +523,7 @@ def test_several_steps_per_call_equal_single_steps_in_float64() -> None:
             return max(float(jnp.max(jnp.abs(x - y)) / (jnp.max(jnp.abs(x)) + 1e-30))
                        for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True))
 
-        assert float(grouped_loss) == pytest.approx(float(loss), rel=1e-6)
+        assert float(grouped_loss[-1]) == pytest.approx(float(loss), rel=1e-6)  # the call returns every step's loss
         assert rel(state.params, grouped.params) < 1e-6
         assert rel(state.params, swapped.params) > 1e-3
     finally:

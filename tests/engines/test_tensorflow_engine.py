@@ -342,7 +342,8 @@ def test_steps_per_dispatch_applies_to_the_whole_xla_step_on_device_data_only() 
         where = {"train": True, "xla": True, "resident": True, "world": 1, **changes}
         return _steps_per_dispatch(value, kind=kind, window_steps=10, **where)[0]
 
-    assert (group(), group(kind="cpu"), group(4, kind="cpu"), group(1)) == (10, 1, 4, 1)
+    # the default never follows the timing window (10 here): 1 unless the option says otherwise
+    assert (group(), group(kind="cpu"), group(4, kind="cpu"), group(1), group(4)) == (1, 1, 4, 1, 4)
     for changes in ({"train": False}, {"xla": False}, {"resident": False}, {"world": 2}):
         assert group(4, **changes) == 1 and group(**changes) == 1
 
@@ -456,7 +457,7 @@ def test_partial_batch_bf16_baseline_counts_every_sample(make_spec: Any, run_eng
     _check_train(result, spec, steps=3, samples=96)
     _check_precision(result["work"], "bf16")
     measured = result["measurements"]
-    assert result["work"]["drop_last"] is False and result["work"]["optimizations"]["xla"]["applied"] is False
+    assert result["work"]["optimizations"]["xla"]["applied"] is False
     assert measured["epochs"] == [{"epoch": 1, "steps": 3, "samples": 96, "time_s": measured["epochs"][0]["time_s"]}]
     assert measured["steady"]["samples"] == 56 and [w[1] for w in measured["windows"]] == [40, 16]
 

@@ -32,10 +32,10 @@ def test_tresnet_m_smoke_pytorch_local(tmp_path, data_dir):
     assert check.returncode == 0, check.stderr
 
     (search,) = summary["max_batch"]
-    assert (search["engine"], search["precision"], search["fraction"]) == ("pytorch", "bf16", 0.9)
+    assert (search["engine"], search["precision"], search["fraction"]) == ("pytorch", "fp32", 0.9)
     assert [p["batch"] for p in search["probes"]] == [4, 8, 16]
     assert search["max_batch"] == 16 and search["capped_by"] == "limit" and search["chosen_batch"] == 12
-    recorded = json.loads((artifact / "maxbatch" / "pytorch-bf16-optimized-d1" / "search.json").read_text())
+    recorded = json.loads((artifact / "maxbatch" / "pytorch-fp32-optimized-d1" / "search.json").read_text())
     assert recorded["max_batch"] == 16
 
     (run,) = summary["runs"]
@@ -46,6 +46,6 @@ def test_tresnet_m_smoke_pytorch_local(tmp_path, data_dir):
     record = json.loads((run_dir / "run.json").read_text())
     assert result["work"]["arch"] == "tresnet_m"
     assert result["work"]["trainable_parameters"] == trainable_parameters("tresnet_m", 1000) == 31_389_032
-    assert result["work"]["precision"]["name"] == "bf16"
+    assert result["work"]["precision"]["name"] == "fp32"
     assert result["measurements"]["steady"]["throughput"] > 0
     assert record["parity"]["ok"]

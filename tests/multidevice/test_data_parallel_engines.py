@@ -115,3 +115,37 @@ def test_pytorch_worker_crash_fails_without_hanging(data_dir: Path, tmp_path: Pa
     assert result["failure"]["message"].startswith("rank 1 of 2 exited with code 3 without writing a result")
     assert record["status"] == "failed" and record["reason"].startswith("crash: rank 1 of 2")
     assert elapsed < 120  # the surviving rank is stopped, nothing waits for a collective timeout
+
+
+def test_pytorch_rank_blocked_in_the_collective_fails_as_stalled(data_dir: Path, tmp_path: Path) -> None:
+    """Rank 1 blocks at its 2nd step (SIGTERM masked); rank 0 waits for it in DDP's gloo collective.
+
+    The launcher sees no progress for stall_s, prints every rank's Python stacks into the engine
+    log, ends both workers and the run fails as stalled, long before gloo's own timeout (900 s).
+    """
+    stall_s = 25
+    clock = time.monotonic()
+    code, summary, err = bench_run(tmp_path, "--engines", "pytorch", "--devices", "2", "--set", f"measurement.stall_s={stall_s}",
+                                   env={"BENCH_FAULT": "1:2:block"}, timeout=400)
+    elapsed = time.monotonic() - clock
+    assert code == 1 and summary["counts"] == {"failed": 1}, err[-3000:]
+    _, result, record = run_files(summary, "pytorch-fp32-optimized-b32-d2-r1")
+    assert result["failure"]["kind"] == "stalled", result["failure"]
+    # both ranks stop at the same step (one blocked, one waiting for it): both are named, with the phase
+    assert record["reason"].startswith("stalled: ranks 0, 1 of 2 stalled in warmup: no progress for"), record["reason"]
+    assert "after step 1/2 of the phase" in record["reason"]
+    log = (Path(summary["artifact"]) / "runs" / record["run_id"] / "engine.log").read_text()
+    assert "[bench-engine] asking every running worker for its Python stacks" in log
+    rank0 = [line for line in log.splitlines() if line.startswith("[rank 0]   File")]
+    assert any("in train_step" in line for line in rank0), "\n".join(rank0)  # rank 0 is inside the DDP step
+    assert any("in faulty_step" in line for line in log.splitlines() if line.startswith("[rank 1]   File"))
+    assert "[rank 0] [bench-engine] phase rendezvous" in log and "[rank 1] [bench-engine] phase warmup 1/2" in log
+    assert elapsed < 300  # setup on a busy 2-core machine, stall_s, the stacks, the kill
+    assert not [p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmdline_has(p, str(tmp_path))], "a worker survived"
+
+
+def _cmdline_has(entry: Path, text: str) -> bool:
+    try:
+        return text in (entry / "cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return False

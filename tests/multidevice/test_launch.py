@@ -78,11 +78,18 @@ def launch_fake(make_spec: Any, tmp_path: Path):
     """Run bench_fakedp over ``world`` worker processes; return (exit code, result, log, seconds)."""
 
     def run(world: int = 2, fault: str | None = None, delay_s: float = 0.02, grace_s: float | None = None,
-            timeout: float = 120) -> tuple[int, dict[str, Any] | None, str, float]:
-        spec = make_spec("fakedp", batch=8, steps_per_epoch=4, epochs=2, warmup=1, options={"delay_s": delay_s})
+            timeout: float = 120, barrier: bool = False, stall_s: float | None = None,
+            hang_at_exit: bool = False) -> tuple[int, dict[str, Any] | None, str, float]:
+        options: dict[str, Any] = {"delay_s": delay_s, "hang_at_exit": hang_at_exit}
+        if barrier:
+            (tmp_path / "barrier").mkdir()
+            options["barrier"] = str(tmp_path / "barrier")
+        spec = make_spec("fakedp", batch=8, steps_per_epoch=4, epochs=2, warmup=1, options=options)
         spec["parity"]["devices"] = world
         spec["parity"]["batch"]["global"] = 8 * world
         spec["measurement"]["window_steps"] = 1
+        if stall_s is not None:
+            spec["measurement"]["stall_s"] = stall_s
         spec_file, result_file = tmp_path / "spec.json", tmp_path / "out" / "result.json"
         spec_file.write_text(json.dumps(spec))
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "images" / "common"), str(FAKE)])}
@@ -138,6 +145,14 @@ def test_worker_exception_is_the_reason(launch_fake: Any) -> None:
     assert result["work"]["world_size"] == 2  # rank 0's partial work is kept
 
 
+def test_failed_worker_does_not_wait_for_its_exit_handlers(launch_fake: Any) -> None:
+    """Rank 0 raises; its interpreter exit would block (atexit): it leaves at once after writing its document."""
+    code, result, log, elapsed = launch_fake(fault="0:2:raise", hang_at_exit=True, grace_s=1.0)
+    assert code == 1 and result is not None, log
+    assert result["failure"]["message"] == "rank 0 of 2: InjectedFault: injected fault on rank 0 at step 2", result["failure"]
+    assert elapsed < 60  # not the stall limit (300 s), not the run timeout
+
+
 def test_hung_worker_is_stopped_when_another_fails(launch_fake: Any) -> None:
     """Rank 1 hangs at its 2nd step, rank 0 dies at its 3rd: the launcher stops rank 1 and reports rank 0."""
     code, result, log, elapsed = launch_fake(fault="1:2:hang,0:3", grace_s=1.0)
@@ -187,3 +202,54 @@ def test_sigterm_to_the_launcher_stops_every_worker(make_spec: Any, tmp_path: Pa
     while _processes_with(str(spec_file)) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not _processes_with(str(spec_file)), "worker processes survived the launcher"
+
+
+STALL_S = 4.0
+# after the stall limit: the stacks (DUMP_WAIT_S), SIGTERM ignored (STALL_KILL_WAIT_S), SIGKILL, polling, Python startup
+STALL_MARGIN_S = 15.0
+
+
+def _stall_checks(spec_dir: Path, result: dict[str, Any] | None, log: str, elapsed: float) -> dict[str, Any]:
+    assert result is not None and result["status"] == "failed", log[-3000:]
+    failure = result["failure"]
+    assert failure["kind"] == "stalled", failure
+    assert elapsed < STALL_S + STALL_MARGIN_S, (elapsed, log[-3000:])
+    assert not _processes_with(str(spec_dir / "spec.json")), "a worker survived the stalled run"
+    return failure
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc")
+def test_stalled_rank_fails_the_run_within_the_stall_limit(launch_fake: Any, tmp_path: Path) -> None:
+    """Rank 1 blocks at its 3rd step (SIGTERM masked, as inside a collective); rank 0 finishes: rank 1 is named."""
+    code, result, log, elapsed = launch_fake(fault="1:3:block", stall_s=STALL_S)
+    assert code == 1
+    failure = _stall_checks(tmp_path, result, log, elapsed)
+    assert failure["message"].startswith("rank 1 of 2 stalled in timing: no progress for "), failure["message"]
+    assert f"(limit measurement.stall_s = {STALL_S:g} s) after step 1/7 of the phase" in failure["message"]
+    idle = float(failure["message"].split("no progress for ")[1].split(" s")[0])
+    assert STALL_S <= idle <= STALL_S + 2
+    assert "rank 0 done" in failure["message"]  # where the other rank was
+    # the stalled rank's Python stacks, from SIGUSR1, in the log and in the failure
+    assert "faulty_step" in failure["traceback"] and "[rank 1] " in log and "(most recent call first)" in log
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc")
+def test_rank_blocked_in_a_collective_stalls_every_rank(launch_fake: Any, tmp_path: Path) -> None:
+    """Rank 1 blocks at its 3rd step, rank 0 waits for it in the (file) barrier: both stall, both are named."""
+    code, result, log, elapsed = launch_fake(fault="1:3:block", barrier=True, stall_s=STALL_S)
+    assert code == 1
+    failure = _stall_checks(tmp_path, result, log, elapsed)
+    assert failure["message"].startswith("ranks 0, 1 of 2 stalled in timing"), failure["message"]
+    stacks = failure["traceback"]
+    assert "--- rank 0" in stacks and "wait_for_every_rank" in stacks  # rank 0 waits in the collective
+    assert "--- rank 1" in stacks and "faulty_step" in stacks  # rank 1 is where it blocked
+
+
+def test_every_rank_says_its_phases(launch_fake: Any) -> None:
+    code, result, log, _ = launch_fake()
+    assert code == 0 and result is not None, log
+    for rank in (0, 1):
+        lines = [line.split("phase ", 1)[1] for line in log.splitlines() if line.startswith(f"[rank {rank}] [bench-engine] phase ")]
+        # the run has 8 steps: 1 warmup, 7 timed; the last step of each phase is always said
+        assert lines[0] == "setup" and lines[-1] == "done", lines
+        assert lines.index("warmup 0/1") < lines.index("warmup 1/1") < lines.index("timing 0/7") < lines.index("timing 7/7"), lines

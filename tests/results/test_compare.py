@@ -34,7 +34,8 @@ def test_compare_document(pair: tuple[Path, Path]) -> None:
     groups = _by_group(doc)
     faster = groups[("pytorch", "bf16")]
     assert faster["ratio"] == pytest.approx(150.25 / 100.25)
-    assert faster["ci95"][0] <= faster["ratio"] <= faster["ci95"][1]
+    assert faster["ci95"] is None and faster["interval"] == "range"  # 4 repeats a side: a range, not a 95% CI
+    assert faster["range"][0] <= faster["ratio"] <= faster["range"][1]
     assert faster["p_value"] == pytest.approx(2 / 70) and faster["significant"] is True
     assert faster["verdict"] == "B faster" and faster["change_pct"] == pytest.approx(49.875, rel=1e-3)
     same = groups[("pytorch", "fp32")]

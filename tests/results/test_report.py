@@ -72,7 +72,8 @@ def test_csv_export(report: tuple[Path, Path, dict[str, str]]) -> None:
     assert float(rows[0]["energy_per_sample_j"]) == pytest.approx(250.0 * 2.0 / 192)
     with open(files["groups_csv"], newline="") as handle:
         groups = list(csv.DictReader(handle))
-    assert len(groups) == 4 and float(groups[0]["median"]) == 100.0 and float(groups[0]["ci95_low"]) <= 100.0
+    assert len(groups) == 4 and float(groups[0]["median"]) == 100.0 and float(groups[0]["interval_low"]) <= 100.0
+    assert groups[0]["interval_kind"] == ("ci95" if int(groups[0]["n"]) >= 5 else "range")
 
 
 def test_csv_with_pandas(report: tuple[Path, Path, dict[str, str]]) -> None:

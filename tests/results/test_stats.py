@@ -23,7 +23,9 @@ def test_describe_edge_cases() -> None:
     assert describe([]) is None
     one = describe([7.0])
     assert one["median"] == 7.0 and one["ci95"] is None and one["stdev"] == 0.0
-    assert describe([2.0, 2.0, 2.0])["ci95"] == [2.0, 2.0]
+    three = describe([2.0, 2.0, 3.0])  # fewer than 5 repeats: the range, labelled so, no "95% CI"
+    assert three["ci95"] is None and three["interval"] == {"kind": "range", "low": 2.0, "high": 3.0}
+    assert describe([2.0] * 5)["ci95"] == [2.0, 2.0]
 
 
 def test_bootstrap_ci_narrows_with_tight_data() -> None:
@@ -62,7 +64,8 @@ def test_min_attainable_p() -> None:
 
 def test_ratio_and_direction() -> None:
     ratio, ci = ratio_of_medians([200.0, 202.0, 198.0], [100.0, 101.0, 99.0])
-    assert ratio == pytest.approx(2.0)
+    assert ratio == pytest.approx(2.0) and ci is None  # 3 repeats a side: no bootstrap "95% CI"
+    ratio, ci = ratio_of_medians([200.0, 202.0, 198.0, 201.0, 199.0], [100.0, 101.0, 99.0, 100.5, 99.5])
     assert ci[0] <= 2.0 <= ci[1]
     assert ratio_of_medians([2.0, 4.0], [1.0, 1.0]) == (3.0, None)
     result = compare_samples([100.0, 100.0, 101.0, 99.0], [50.0, 51.0, 49.0, 50.0])  # B relative to A

@@ -18,7 +18,10 @@ from typing import Any
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-SMOKE = ["scenario", "run", "scenarios/cifar_resnet50.yaml", "--smoke", "--engines", "pytorch", "--runtime", "slurm"]
+# 96 samples: 3 steps of 32 (2 warmup, 1 timed), enough for the runtime's paths; PyTorch's bf16 run (the one resume
+# runs) takes about 20 s a step on a CPU without bf16 instructions
+SMOKE = ["scenario", "run", "scenarios/cifar_resnet50.yaml", "--smoke", "--engines", "pytorch", "--runtime", "slurm",
+         "--set", "workload.dataset.samples=96"]
 FP32 = "pytorch-fp32-optimized-b32-d1-r1"
 BF16 = "pytorch-bf16-optimized-b32-d1-r1"
 
@@ -138,7 +141,9 @@ def test_resume_runs_only_what_is_missing(smoke_artifact: Path, interrupted_arti
     shutil.rmtree(artifact / "runs" / FP32)
     shutil.copytree(smoke_artifact / "runs" / FP32, artifact / "runs" / FP32)  # a valid result of the same scenario
     kept = (artifact / "runs" / FP32 / "run.json").read_text()
-    proc = _bench("scenario", "resume", str(artifact))
+    # the spliced-in run is a change bench did not write: resume refuses it unless forced (and records that)
+    assert _bench("scenario", "resume", str(artifact)).returncode == 2
+    proc = _bench("scenario", "resume", str(artifact), "--force")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert (artifact / "runs" / FP32 / "run.json").read_text() == kept
     rerun = _record(artifact, BF16)

@@ -87,11 +87,15 @@ def test_plan(artifact) -> None:
         "jax-fp32-optimized-b32-d1-r1": (False, "skipped: not started: the scenario was interrupted"),
         "jax-bf16-optimized-b32-d1-r1": (False, "no run record"),
         "pytorch-fp32-optimized-b32-d1-r2": (False, "no run record"),
+        # the scenario's matrix re-expanded: runs that never got a folder are run too
+        "tensorflow-fp32-optimized-b32-d1-r1": (False, "never started"),
+        "tensorflow-bf16-optimized-b32-d1-r1": (False, "never started"),
     }
     # expand()'s order: repeat, then the matrix order of engines and precisions
     assert [r.plan.run_id for r in plan.runs] == [
-        "pytorch-fp32-optimized-b32-d1-r1", "pytorch-bf16-optimized-b32-d1-r1", "jax-fp32-optimized-b32-d1-r1",
-        "jax-bf16-optimized-b32-d1-r1", "jax-fp16-optimized-b32-d1-r1", "pytorch-fp32-optimized-b32-d1-r2",
+        "pytorch-fp32-optimized-b32-d1-r1", "pytorch-bf16-optimized-b32-d1-r1", "tensorflow-fp32-optimized-b32-d1-r1",
+        "tensorflow-bf16-optimized-b32-d1-r1", "jax-fp32-optimized-b32-d1-r1", "jax-bf16-optimized-b32-d1-r1",
+        "jax-fp16-optimized-b32-d1-r1", "pytorch-fp32-optimized-b32-d1-r2",
     ]
     assert plan_resume(artifact.root, runtime="local", device="auto").runtime == "local"
 
@@ -126,7 +130,8 @@ def test_resume_reruns_only_runs_without_a_valid_result(artifact, monkeypatch) -
     outcome = resume(plan_resume(artifact.root, runtime="fake"), {}, reporter)
     assert sorted(FailingRuntime.calls) == sorted(["pytorch-fp32-optimized-b32-d1-r1", "pytorch-bf16-optimized-b32-d1-r1",
                                                    "jax-fp32-optimized-b32-d1-r1", "jax-bf16-optimized-b32-d1-r1",
-                                                   "pytorch-fp32-optimized-b32-d1-r2"])
+                                                   "pytorch-fp32-optimized-b32-d1-r2", "tensorflow-fp32-optimized-b32-d1-r1",
+                                                   "tensorflow-bf16-optimized-b32-d1-r1"])
     assert (artifact.run_dir("jax-fp16-optimized-b32-d1-r1") / "run.json").read_text() == kept_before
     # old attempts moved aside whole; a broken document renamed so the artifact still validates
     old = artifact.root / "attempts" / "pytorch-bf16-optimized-b32-d1-r1" / "1"
@@ -135,7 +140,7 @@ def test_resume_reruns_only_runs_without_a_valid_result(artifact, monkeypatch) -
     assert (artifact.root / "attempts" / "pytorch-fp32-optimized-b32-d1-r2" / "1").is_dir()
     record = json.loads((artifact.run_dir("pytorch-bf16-optimized-b32-d1-r1") / "run.json").read_text())
     assert record["status"] == "failed" and record["runtime"]["name"] == "fake"
-    assert outcome.summary["counts"] == {"failed": 5, "skipped": 1} and outcome.exit_code == 1
+    assert outcome.summary["counts"] == {"failed": 7, "skipped": 1} and outcome.exit_code == 1
     assert validate_artifact(artifact.root) == []
     manifest = json.loads((artifact.root / "manifest.json").read_text())
     assert manifest["complete"] is True
@@ -164,7 +169,7 @@ def test_cli_dry_run_and_errors(artifact, tmp_path) -> None:
     assert proc.returncode == 0, proc.stderr
     shown = json.loads(proc.stdout)
     assert shown["runtime"] == "slurm" and shown["device"] == "cpu"
-    assert [r["action"] for r in shown["runs"]].count("run") == 5
+    assert [r["action"] for r in shown["runs"]].count("run") == 7
     assert sorted(p.relative_to(artifact.root) for p in artifact.root.rglob("*")) == before  # --dry-run changes nothing
     proc = _bench("scenario", "resume", str(tmp_path / "nowhere"))
     assert proc.returncode == 2 and "not a bench artifact" in proc.stderr

@@ -19,6 +19,9 @@ class StepBatch:
     size: int  # samples in this batch (smaller than the batch for a kept partial batch)
 
 
+LOSS_STEPS = 20  # K: the first K training losses go into every result (measurements.losses)
+
+
 class UnsupportedError(RuntimeError):
     """The engine cannot do what the spec asks (unknown arch, precision on this device...)."""
 
@@ -38,6 +41,9 @@ class Workload(ABC):
     # Devices the run trains on. Every StepBatch is then a global batch of per_device x world_size
     # samples; each device takes its share (bench_engine.shards).
     world_size: int = 1
+    # What the engine read back from its live objects (docs/engine-contract.md, section 2): mode, arch,
+    # num_classes, input_shape, param_dtypes, observed, optimizer, loss, init, steps_per_dispatch
+    readback: dict[str, Any] = field(default_factory=dict)
 
     @abstractmethod
     def step(self, batch: StepBatch) -> None:
@@ -50,6 +56,10 @@ class Workload(ABC):
     def loss(self) -> float | None:
         """The loss of the last finished training step (called after :meth:`sync`)."""
         return None
+
+    def losses(self) -> list[float]:
+        """The training loss of each of the first LOSS_STEPS steps, in order (read after the last step)."""
+        return []
 
     def peak_memory_bytes(self) -> int | None:
         """Peak device memory used, where the framework reports it."""

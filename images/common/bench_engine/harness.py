@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench_engine.api import StepBatch, Workload
+from bench_engine.progress import Heartbeat, current
 
 
 def batches_of_epoch(epoch: int, samples: int, batch: int, steps_per_epoch: int) -> list[StepBatch]:
@@ -82,6 +83,8 @@ class Measurements:
     epochs_done: int = 0
     loss_first: float | None = None
     final_loss: float | None = None
+    batch_max: int = 0  # the largest (global) batch the loop issued
+    losses: list[float] = field(default_factory=list)  # the first LOSS_STEPS training losses
 
     def steady(self) -> dict[str, Any]:
         return steady_of(self.windows)
@@ -123,16 +126,27 @@ def latency_of(windows: list[list[float]]) -> dict[str, float] | None:
     }
 
 
-def run_harness(workload: Workload, spec: dict[str, Any], samples: int, measured: Measurements) -> Measurements:
-    """Run every step of the spec on ``workload``, filling ``measured`` as it goes."""
+def run_harness(workload: Workload, spec: dict[str, Any], samples: int, measured: Measurements,
+                heartbeat: Heartbeat | None = None) -> Measurements:
+    """Run every step of the spec on ``workload``, filling ``measured`` as it goes.
+
+    ``heartbeat`` (this process's, by default) hears the phase (warmup, timing) and every step.
+    """
+    beat = heartbeat or current()
     clock = time.perf_counter
     epoch_time = 0.0
-    for block in timing_blocks(spec, samples, workload.world_size):
+    blocks = list(timing_blocks(spec, samples, workload.world_size))
+    totals = {warmup: sum(len(b.steps) for b in blocks if b.warmup == warmup) for warmup in (True, False)}
+    for block in blocks:
+        name = "warmup" if block.warmup else "timing"
+        if beat.phase_name != name:
+            beat.phase(name, totals[block.warmup])
         if block.warmup:
             workload.sync()
         t0 = clock()
         for item in block.steps:
             workload.step(item)
+            beat.step()
         workload.sync()
         elapsed = clock() - t0
         epoch_time += elapsed
@@ -151,6 +165,7 @@ def run_harness(workload: Workload, spec: dict[str, Any], samples: int, measured
                                     "time_s": epoch_time})
             epoch_time = 0.0
     measured.final_loss = workload.loss()
+    measured.losses = [float(v) for v in workload.losses()]
     if measured.loss_first is None:
         measured.loss_first = measured.final_loss
     return measured
@@ -163,4 +178,5 @@ def _epoch_samples(spec: dict[str, Any], samples: int, world_size: int, epoch: i
 
 def _count(measured: Measurements, block: list[StepBatch]) -> None:
     measured.steps_done += len(block)
+    measured.batch_max = max([measured.batch_max, *(b.size for b in block)])
     measured.samples_done += sum(b.size for b in block)

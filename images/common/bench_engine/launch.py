@@ -22,8 +22,17 @@ SIGKILL. The result then says failed, with that worker's reason, or its exit cod
 its last output lines when it died without writing anything. SIGTERM or SIGINT to the launcher
 stops every worker the same way and reports ``interrupted``.
 
-``BENCH_FAULT=rank:step[:exit|raise|hang][,...]`` (tests only) makes worker ``rank`` die
-(``os._exit(3)``, no result), raise, or stop responding at its step number ``step`` (from 1).
+A worker that stops making progress (bench_engine.watch: no phase change, no finished step and no
+output for ``measurement.stall_s`` seconds after setup, ``measurement.setup_stall_s`` during setup
+and rendezvous) ends the run as failed, kind ``stalled``: the launcher asks every worker for its
+Python stacks (SIGUSR1, printed into the engine log, the stalled rank's also in the failure's
+traceback), then ends every worker and every process below it. Each worker's phase lines
+(bench_engine.progress) are relayed with the others, so the progress display shows every rank.
+
+``BENCH_FAULT=rank:step[:exit|raise|hang|block][,...]`` (tests only) makes worker ``rank`` (the
+one process of a single-process run is rank 0) die (``os._exit(3)``, no result), raise, stop
+responding at its step number ``step`` (from 1), or block there with SIGTERM masked, as a rank
+stuck inside a collective (native code, where no Python signal handler runs) does.
 """
 
 from __future__ import annotations
@@ -43,18 +52,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench_engine import progress
 from bench_engine.api import Engine, StepBatch, Workload
 from bench_engine.harness import latency_of, steady_of
+from bench_engine.lifeline import PARENT_ENV
+from bench_engine.watch import DUMP_WAIT_S, STACK_SIGNAL, RankWatch, kill_tree
 
 WORKER_ENV = "BENCH_WORKER"
 LAUNCH_WALL_ENV = "BENCH_LAUNCH_WALL"
 FAULT_ENV = "BENCH_FAULT"
 GRACE_S = 10.0  # after the first failure, how long the other workers may take to exit by themselves (env BENCH_LAUNCH_GRACE_S)
 KILL_WAIT_S = 10.0  # after SIGTERM, before SIGKILL
+STALL_KILL_WAIT_S = 2.0  # after SIGTERM to stalled workers (blocked in native code, they rarely act on it)
+POLL_S = 0.5  # how often the launcher reads the workers' heartbeats
 TAIL_LINES = 25
 WORKER_KEY = "_worker"  # private key of a worker's document (never in the final result)
-# Kept in every worker's environment: NVLink multicast stays off on shared multi-GPU hosts.
-FIXED_WORKER_ENV = {"NCCL_NVLS_ENABLE": "0"}
+# Kept in every worker's environment: NVLink multicast stays off on shared multi-GPU hosts (NCCL,
+# PyTorch symmetric memory, NVSHMEM), also when the entrypoint is started outside bench.
+FIXED_WORKER_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 
 
 @dataclass(frozen=True)
@@ -91,9 +106,15 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def worker_env(rank: int, world: int, port: int, launch_wall: float) -> dict[str, str]:
-    """The environment of worker ``rank``: the launcher's, plus torchrun's variables."""
+def worker_env(rank: int, world: int, port: int, launch_wall: float, heartbeat: Path | None = None) -> dict[str, str]:
+    """The environment of worker ``rank``: the launcher's, plus torchrun's variables.
+
+    Each worker's share of the cores bounds its compile-worker pool (``TORCHINDUCTOR_COMPILE_THREADS``,
+    unless set): N ranks compiling at once otherwise start N pools as large as the machine.
+    """
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     return {
+        "TORCHINDUCTOR_COMPILE_THREADS": str(max(1, cores // max(1, world))),
         **os.environ,
         "MASTER_ADDR": "127.0.0.1",
         "MASTER_PORT": str(port),
@@ -103,7 +124,9 @@ def worker_env(rank: int, world: int, port: int, launch_wall: float) -> dict[str
         "LOCAL_WORLD_SIZE": str(world),
         WORKER_ENV: "1",
         LAUNCH_WALL_ENV: repr(launch_wall),
+        PARENT_ENV: str(os.getpid()),  # the worker dies with the launcher (bench_engine.lifeline)
         "PYTHONUNBUFFERED": "1",
+        **({progress.HEARTBEAT_ENV: str(heartbeat)} if heartbeat is not None else {}),
         **FIXED_WORKER_ENV,
     }
 
@@ -115,12 +138,14 @@ class InjectedFault(RuntimeError):
     """Raised by a worker told to fail (BENCH_FAULT=rank:step:raise)."""
 
 
-def inject_fault(workload: Workload, worker: WorkerInfo) -> None:
-    """Arm BENCH_FAULT (``rank:step[:mode]``, comma-separated) on ``workload`` where it names this worker."""
+def inject_fault(workload: Workload, worker: WorkerInfo | None) -> None:
+    """Arm BENCH_FAULT (``rank:step[:mode]``, comma-separated) on ``workload`` where it names this worker
+    (a single-process run is rank 0)."""
+    rank = worker.rank if worker is not None else 0
     for entry in filter(None, os.environ.get(FAULT_ENV, "").split(",")):
         parts = entry.split(":")
-        if int(parts[0]) == worker.rank:
-            _arm(workload, worker.rank, int(parts[1]), parts[2] if len(parts) > 2 else "exit")
+        if int(parts[0]) == rank:
+            _arm(workload, rank, int(parts[1]), parts[2] if len(parts) > 2 else "exit")
 
 
 def _arm(workload: Workload, rank: int, step: int, mode: str) -> None:
@@ -133,7 +158,9 @@ def _arm(workload: Workload, rank: int, step: int, mode: str) -> None:
             print(f"[bench-engine] BENCH_FAULT: rank {rank} fails at step {count[0]} ({mode})", file=sys.stderr, flush=True)
             if mode == "raise":
                 raise InjectedFault(f"injected fault on rank {rank} at step {count[0]}")
-            if mode == "hang":
+            if mode == "block":  # as in native code: SIGTERM stays pending, SIGUSR1 (stacks) still works
+                signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+            if mode in ("hang", "block"):
                 while True:
                     time.sleep(3600)
             os._exit(3)
@@ -212,12 +239,16 @@ class _Worker:
     tail: collections.deque[str]
     code: int | None = None
     exited_at: float | None = None
+    dump: list[str] | None = None  # its output since it was asked for its stacks
 
 
-def _relay(worker: _Worker) -> None:
+def _relay(worker: _Worker, watch: RankWatch) -> None:
     assert worker.proc.stdout is not None
     for line in iter(worker.proc.stdout.readline, ""):
+        watch.output(worker.rank)
         worker.tail.append(line.rstrip("\n"))
+        if worker.dump is not None:
+            worker.dump.append(line)
         sys.stderr.write(f"[rank {worker.rank}] {line}")
         sys.stderr.flush()
     worker.proc.stdout.close()
@@ -238,10 +269,13 @@ def _signal_all(workers: list[_Worker], sig: int) -> None:
                 pass
 
 
-def _stop_all(workers: list[_Worker], exits: queue.Queue[int], grace_s: float) -> None:
-    """Wait ``grace_s`` for the workers to exit by themselves, then SIGTERM, then SIGKILL."""
-    for sig, wait in ((None, grace_s), (signal.SIGTERM, KILL_WAIT_S), (signal.SIGKILL, KILL_WAIT_S)):
-        if sig is not None:
+def _stop_all(workers: list[_Worker], exits: queue.Queue[int], grace_s: float, term_wait_s: float = KILL_WAIT_S) -> None:
+    """Wait ``grace_s`` for the workers to exit by themselves, then SIGTERM, then SIGKILL (with every
+    process below them: compile workers and the like)."""
+    for sig, wait in ((None, grace_s), (signal.SIGTERM, term_wait_s), (signal.SIGKILL, KILL_WAIT_S)):
+        if sig == signal.SIGKILL:
+            kill_tree([w.proc.pid for w in workers if w.proc.poll() is None])
+        elif sig is not None:
             _signal_all(workers, sig)
         deadline = time.monotonic() + wait
         while any(w.code is None for w in workers) and time.monotonic() < deadline:
@@ -271,6 +305,20 @@ def _describe_exit(code: int | None) -> str:
     return f"exited with code {code}"
 
 
+def _stop_stalled(workers: list[_Worker], exits: queue.Queue[int]) -> None:
+    """Ask every running worker for its stacks, give them :data:`DUMP_WAIT_S` to print, then end them all."""
+    from bench_engine.main import log
+
+    running = [w for w in workers if w.code is None]
+    if STACK_SIGNAL is not None:
+        log("asking every running worker for its Python stacks (SIGUSR1)")
+        for worker in running:
+            worker.dump = []
+        _signal_all(running, STACK_SIGNAL)
+        time.sleep(DUMP_WAIT_S)
+    _stop_all(workers, exits, 0.0, term_wait_s=STALL_KILL_WAIT_S)
+
+
 def launch(engine: Engine, spec: dict[str, Any], spec_path: Path, result_path: Path) -> tuple[dict[str, Any], int]:
     """Run ``spec`` as ``engine.processes(spec)`` worker processes; return the single result and exit code."""
     from bench_engine.main import cap_windows, log
@@ -287,22 +335,32 @@ def launch(engine: Engine, spec: dict[str, Any], spec_path: Path, result_path: P
     workers: list[_Worker] = []
     threads: list[threading.Thread] = []
     interrupted = False
+    stalled: tuple[list[_Worker], str] | None = None
+    records = [progress.new_record(folder / f"rank-{rank}.heartbeat") for rank in range(world)]
+    watch = RankWatch(records, *progress.stall_bounds(spec))
     try:
         for rank in range(world):
             out = folder / f"rank-{rank}.json"
             argv = [sys.executable, "-m", module, "--spec", str(spec_path), "--result", str(out)]
-            proc = subprocess.Popen(argv, env=worker_env(rank, world, port, launch_wall), stdout=subprocess.PIPE,
+            proc = subprocess.Popen(argv, env=worker_env(rank, world, port, launch_wall, records[rank]), stdout=subprocess.PIPE,
                                     stderr=subprocess.STDOUT, text=True, bufsize=1)
             worker = _Worker(rank, proc, out, collections.deque(maxlen=TAIL_LINES))
             workers.append(worker)
-            for target in (_relay, _wait):
-                thread = threading.Thread(target=target, args=(worker, exits) if target is _wait else (worker,), daemon=True)
+            for target, args in ((_relay, (worker, watch)), (_wait, (worker, exits))):
+                thread = threading.Thread(target=target, args=args, daemon=True)
                 thread.start()
                 threads.append(thread)
         while any(w.code is None for w in workers):
             try:
-                rank = exits.get(timeout=0.5)
+                rank = exits.get(timeout=POLL_S)
             except queue.Empty:
+                culprits = watch.poll({w.rank for w in workers if w.code is None})
+                if culprits:
+                    message = watch.describe(culprits, world)
+                    log(f"{message}; stopping every worker")
+                    stalled = ([workers[c.rank] for c in culprits], message)
+                    _stop_stalled(workers, exits)
+                    break
                 continue
             if workers[rank].code != 0:
                 log(f"rank {rank} {_describe_exit(workers[rank].code)}; stopping the other workers")
@@ -316,6 +374,10 @@ def launch(engine: Engine, spec: dict[str, Any], spec_path: Path, result_path: P
         thread.join(timeout=5)
     docs = [_read(w.result) for w in workers]
     try:
+        if stalled is not None:
+            culprits, message = stalled
+            stacks = "".join(f"--- rank {w.rank}, Python stacks and last output ---\n{''.join(w.dump or [])}" for w in culprits)
+            return _failed(engine, spec, docs, "stalled", message, stacks), 1
         if not interrupted and all(w.code == 0 for w in workers) and all(d and d.get("status") == "ok" for d in docs):
             try:
                 result = merge_results(docs, launch_wall)  # type: ignore[arg-type]

@@ -23,10 +23,14 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from bench_engine import progress
 from bench_engine.api import Engine, UnsupportedError
 from bench_engine.data import DatasetError, load_dataset
 from bench_engine.harness import Measurements, run_harness
+from bench_engine.initweights import InitError
 from bench_engine.launch import WORKER_KEY, WorkerInfo, inject_fault, launch, worker_info
+from bench_engine.lifeline import tie_to_parent
+from bench_engine.watch import SelfWatch, enable_stack_dumps
 
 RESULT_SCHEMA_VERSION = 1
 _START = time.perf_counter()
@@ -77,27 +81,33 @@ def _base_environment(engine: Engine) -> dict[str, Any]:
     }
 
 
+READBACK_KEYS = ("mode", "arch", "num_classes", "input_shape", "param_dtypes", "observed", "optimizer", "loss", "init",
+                 "steps_per_dispatch")
+
+
 def _work(spec: dict[str, Any], workload: Any, dataset_sha: str, dataset_samples: int, measured: Measurements) -> dict[str, Any]:
-    parity = spec["parity"]
-    return {
-        "mode": parity["mode"],
-        "arch": parity["model"]["arch"],
-        "num_classes": parity["model"]["num_classes"],
-        "input_shape": [parity["input"]["height"], parity["input"]["width"], parity["input"]["channels"]],
+    """What the engine did: read back from its objects (workload.readback) and counted by the loop, never copied
+    from the spec; a field the engine cannot read back is left out (the schema or the parity check then says so)."""
+    back = workload.readback
+    world = workload.world_size
+    # the batch the loop really issued; before any step (a failed run) the planned one, which no check reads
+    batch_global = measured.batch_max or spec["parity"]["batch"]["per_device"] * world
+    work: dict[str, Any] = {key: back[key] for key in READBACK_KEYS if back.get(key) is not None or key in ("optimizer", "loss")}
+    work.update({
         "trainable_parameters": int(workload.trainable_parameters),
         "dataset_sha256": dataset_sha,
         "dataset_samples": dataset_samples,
-        "batch_per_device": parity["batch"]["per_device"],
-        "batch_global": parity["batch"]["per_device"] * workload.world_size,
-        "world_size": workload.world_size,
-        "drop_last": parity["batch"]["drop_last"],
+        "batch_per_device": max(1, batch_global // world),
+        "batch_global": batch_global,
+        "world_size": world,
         "epochs": measured.epochs_done,
         "steps": measured.steps_done,
         "samples": measured.samples_done,
         "data_placement": workload.data_placement,
         "precision": workload.precision,
         "optimizations": workload.optimizations,
-    }
+    })
+    return work
 
 
 def _measurements(setup_s: float, workload: Any, measured: Measurements) -> dict[str, Any]:
@@ -111,6 +121,7 @@ def _measurements(setup_s: float, workload: Any, measured: Measurements) -> dict
         "peak_memory_bytes": workload.peak_memory_bytes() if workload is not None else None,
         "final_loss": measured.final_loss,
         "loss_first": measured.loss_first,
+        "losses": measured.losses,
     }
     latency = measured.latency_ms()
     if latency:
@@ -154,11 +165,11 @@ def execute(engine: Engine, spec: dict[str, Any], worker: WorkerInfo | None = No
         dataset_sha, dataset_samples = dataset.sha256, dataset.samples
         log(f"dataset {dataset_sha[:12]} ({dataset_samples} samples) loaded")
         workload = engine.prepare(spec, dataset)
-        if worker is not None:
-            inject_fault(workload, worker)
+        inject_fault(workload, worker)
         setup_s = time.perf_counter() - _START
         log(f"setup done in {setup_s:.2f}s; {spec['parity']['total_steps']} steps to run")
         run_harness(workload, spec, dataset_samples, measured)
+        progress.phase("done")
         workload.close()
         steady = measured.steady()
         log(f"done: {measured.samples_done} samples, steady {steady['throughput'] or 0:.1f} samples/s")
@@ -170,7 +181,7 @@ def execute(engine: Engine, spec: dict[str, Any], worker: WorkerInfo | None = No
         kind = "crash"
         if isinstance(exc, UnsupportedError):
             kind = "unsupported"
-        elif isinstance(exc, DatasetError):
+        elif isinstance(exc, (DatasetError, InitError)):
             kind = "bad_spec"
         elif engine.is_out_of_memory(exc):
             kind = "oom"
@@ -192,9 +203,9 @@ def execute(engine: Engine, spec: dict[str, Any], worker: WorkerInfo | None = No
     return result, code
 
 
-def run_engine(engine: Engine, argv: list[str] | None = None) -> int:
-    """Parse the command line, run the spec, write the result; return the process exit code."""
-    parser = argparse.ArgumentParser(prog=f"bench-engine-{engine.name}", description=__doc__)
+def read_command_line(prog: str, argv: list[str] | None = None) -> tuple[argparse.Namespace, dict[str, Any] | None]:
+    """The entrypoint's ``--spec``/``--result`` arguments and the spec document (None, said in one line: unreadable)."""
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__)
     parser.add_argument("--spec", required=True, type=Path, help="run-spec JSON")
     parser.add_argument("--result", required=True, type=Path, help="where to write the engine-result JSON")
     args = parser.parse_args(argv)
@@ -204,12 +215,54 @@ def run_engine(engine: Engine, argv: list[str] | None = None) -> int:
             raise ValueError("not a bench run spec (schema_version 1)")
     except (OSError, ValueError) as exc:
         log(f"cannot read spec {args.spec}: {exc}")
+        return args, None
+    return args, spec
+
+
+def run_engine(engine: Engine, argv: list[str] | None = None) -> int:
+    """Parse the command line, run the spec, write the result; return the process exit code."""
+    args, spec = read_command_line(f"bench-engine-{engine.name}", argv)
+    if spec is None:
         return 2
+    init = spec["parity"].get("init") or {}
+    if init.get("mode") == "shared" and not Path(init["file"]).is_absolute():  # relative to the spec's folder
+        init["file"] = str(args.spec.resolve().parent / init["file"])
     signal.signal(signal.SIGTERM, _on_sigterm)
+    enable_stack_dumps()
+    tie_to_parent()  # SIGTERM when bench (or the launcher) dies, even by SIGKILL
     worker = worker_info()
-    if worker is None and engine.processes(spec) > 1:
+    if worker is None and engine.processes(spec) > 1:  # the launcher: its workers say their phases
         result, code = launch(engine, spec, args.spec.resolve(), args.result.resolve())
-    else:
+    elif worker is not None:  # the launcher watches its workers
+        progress.phase("setup")
         result, code = execute(engine, spec, worker)
+        if code != 0:
+            # A failed rank leaves its process group with collectives a peer may still wait on: the
+            # interpreter's exit could block in the communicator's teardown. The document is all the
+            # launcher needs, so write it and leave at once.
+            write_json_atomic(args.result, result)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    else:
+        progress.phase("setup")
+        watch = SelfWatch(progress.current(), *progress.stall_bounds(spec), on_stall=_stalled_writer(engine, spec, args.result)).start()
+        try:
+            result, code = execute(engine, spec, None)
+        finally:
+            watch.stop()
     write_json_atomic(args.result, result)
     return code
+
+
+def _stalled_writer(engine: Engine, spec: dict[str, Any], path: Path) -> Any:
+    """What a single process's watchdog does on a stall: write the failed result (kind ``stalled``)."""
+
+    def write(message: str) -> None:
+        result = base_result(engine, spec)
+        result["status"] = "failed"
+        result["failure"] = {"kind": "stalled", "message": message}
+        write_json_atomic(path, result)
+        log(f"failed (stalled): {message}")
+
+    return write

@@ -34,7 +34,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from bench_engine.api import Engine, StepBatch, UnsupportedError, Workload
+from bench_engine.api import LOSS_STEPS, Engine, StepBatch, UnsupportedError, Workload
 from bench_engine.data import Dataset, DatasetError, normalize
 from bench_engine.dispatch import StepQueue, planned_dispatches
 from bench_engine.nvidia import driver_version
@@ -143,7 +143,7 @@ def build_step(model: Any, tx: Any, config: StepConfig, mesh: Any = None) -> Cal
                 return jax.tree.map(lambda new, old: new.astype(old.dtype), updated, carry), loss
 
             state, losses = lax.scan(one, state, starts)
-            return state, losses[-1]
+            return state, losses  # every step's loss (the first K go into the result)
 
         donate = (0,) if config.donate else ()
         if parallel:
@@ -210,7 +210,8 @@ class JaxWorkload(Workload):
     _steps: dict[tuple[int, int], Callable[..., Any]] = field(default_factory=dict)
     _starts: dict[Any, Any] = field(default_factory=dict)
     _queue: StepQueue | None = None
-    _last: Any = None  # latest loss (train) or logits (infer)
+    _last: Any = None  # latest loss (train) or logits (infer); a vector of losses after a several-step call
+    _history: list[Any] = field(default_factory=list)  # the first LOSS_STEPS losses, on the device
 
     def precompile(self, calls: set[tuple[int, int]]) -> None:
         """Compile every (per-device batch, steps per call) the run will dispatch, before timing starts.
@@ -277,6 +278,16 @@ class JaxWorkload(Workload):
             self._last = fn(self.state, data, where)
         else:
             self.state, self._last = fn(self.state, data, where)
+            self._remember(1)
+
+    def _remember(self, steps: int) -> None:
+        """Keep the loss output(s) of the first LOSS_STEPS steps (device arrays: no synchronisation)."""
+        if sum(int(np.size(h)) for h in self._history) < LOSS_STEPS:
+            self._history.append(self._last)
+
+    def losses(self) -> list[float]:
+        values = [float(v) for h in self._history for v in np.atleast_1d(np.asarray(h))]
+        return values[:LOSS_STEPS]
 
     def _dispatch_several(self, batches: list[StepBatch]) -> None:
         """``steps_per_dispatch`` full batches in one call of the multi-step function."""
@@ -287,6 +298,7 @@ class JaxWorkload(Workload):
             starts = self._starts[key] = self._on_device(np.asarray(key, dtype=np.int32))
         fn = self._step_fn(self.step_config.size, len(batches))
         self.state, self._last = fn(self.state, self.data, starts)
+        self._remember(len(batches))
 
     def sync(self) -> None:
         import jax
@@ -298,7 +310,7 @@ class JaxWorkload(Workload):
     def loss(self) -> float | None:
         if self.mode != "train" or self._last is None:
             return None
-        return float(self._last)
+        return float(np.atleast_1d(np.asarray(self._last))[-1])
 
     def peak_memory_bytes(self) -> int | None:
         """The device's peak (the largest over the mesh's devices when data parallel)."""
@@ -498,7 +510,9 @@ class JaxEngine(Engine):
         import optax
         from jax import lax
 
+        from bench_engine.initweights import resolve_init
         from bench_jax.model import build_model, count_parameters
+        from bench_jax.readback import load_shared, loss_readback, make_tx, optimizer_readback, shared_sha256, traced
 
         parity = spec["parity"]
         options = spec.get("engine_options") or {}
@@ -507,7 +521,7 @@ class JaxEngine(Engine):
         world = int(parity["devices"])
         if len(devices) < world:
             raise UnsupportedError(f"{world} devices requested but JAX sees {len(devices)} {kind} device(s)")
-        if parity["optimizer"]["name"] != "sgd" or parity["loss"] != "cross_entropy":
+        if parity["optimizer"]["name"] not in ("sgd", "adam") or parity["loss"] != "cross_entropy":
             raise UnsupportedError(f"optimizer {parity['optimizer']['name']!r} / loss {parity['loss']!r} not supported")
         geometry = (parity["input"]["height"], parity["input"]["width"], parity["input"]["channels"])
         if tuple(data.images.shape[1:]) != geometry:
@@ -539,15 +553,21 @@ class JaxEngine(Engine):
             sample = jnp.zeros((1, *geometry), jnp.float32)
             variables = jax.jit(lambda k: model.init(k, sample, train=False))(key)
             params, batch_stats = variables["params"], variables["batch_stats"]
+            init_file = resolve_init(spec, None)
+            init = {"mode": "framework", "sha256": None}
+            if init_file is not None:  # bench's shared weights replace the initialiser's
+                if parity["model"]["arch"] != "resnet50_v1.5":
+                    raise UnsupportedError(f"shared initial weights: no layout for {parity['model']['arch']}")
+                params, batch_stats = jax.device_put(load_shared(str(init_file), params, batch_stats), device)
+                init = {"mode": "shared", "sha256": shared_sha256(str(init_file), params, batch_stats)}
             trainable = count_parameters(params)
             tx = None
+            optimizer_back = None
             if mode == "train":
                 opt = parity["optimizer"]
-                tx = optax.chain(
-                    optax.add_decayed_weights(opt["weight_decay"]),  # coupled L2 on every parameter, as torch SGD
-                    optax.sgd(opt["lr"], momentum=opt["momentum"] or None, nesterov=opt["nesterov"]),
-                )
+                tx = make_tx(opt)  # coupled L2 then SGD or Adam, hyper-parameters in the state
                 state: Any = TrainState(params, batch_stats, jax.jit(tx.init)(params))
+                optimizer_back = optimizer_readback(opt["name"], state.opt_state, opt.get("nesterov"))
             else:
                 state = {"params": params, "batch_stats": batch_stats}
 
@@ -587,6 +607,17 @@ class JaxEngine(Engine):
             step_config=step_config,
             steps_per_dispatch=group,
         )
+        held = placed[0]
+        workload.data_placement = "device" if isinstance(held, jax.Array) else "host"  # read back: what holds the split
+        shape = tuple(held.shape[2:] if shards is not None and device_data else held.shape[1:])  # the split as held
+        traced_step = traced(model, params, batch_stats, jax.ShapeDtypeStruct((2, *shape), jnp.dtype(held.dtype)), mode == "train")
+        workload.readback = {
+            "mode": mode, "arch": parity["model"]["arch"], **traced_step,
+            "param_dtypes": sorted({str(leaf.dtype) for leaf in jax.tree_util.tree_leaves(params)}),
+            "init": init, "steps_per_dispatch": group, "optimizer": optimizer_back,
+            "loss": loss_readback(optax.softmax_cross_entropy_with_integer_labels) if mode == "train" else None,
+        }
+        workload.precision = {**workload.precision, "param_dtype": ",".join(workload.readback["param_dtypes"])}
         if device_data:
             workload.precompile(planned_calls(spec, data.samples, world, group))
         return workload
@@ -598,17 +629,17 @@ def planned_calls(spec: dict[str, Any], samples: int, world: int, group: int) ->
 
 
 def _steps_per_dispatch(options: dict[str, Any], config: StepConfig, kind: str, window_steps: int) -> int:
-    """Training steps per jitted call: the option, or (auto) the timing window on a GPU's optimized path.
+    """Training steps per jitted call: the option (default 1; it never follows the timing window).
 
     Only a whole jitted train step on device-resident data can be scanned over batch starts; any
     other configuration runs one step per call whatever the option says (reported as not applied).
+    A group longer than the timing window never fills (every window ends with a sync that runs a
+    short queue step by step), so choose a divisor of measurement.window_steps.
     """
-    value = options.get("steps_per_dispatch", "auto")
+    value = options.get("steps_per_dispatch", 1)
     if not (config.mode == "train" and config.full_step and config.device_data):
         return 1
-    if value == "auto":
-        return max(1, int(window_steps)) if kind == "cuda" else 1
-    return max(1, int(value))
+    return 1 if value == "auto" else max(1, int(value))
 
 
 def _optimizations(config: StepConfig, xla_flags: str, kind: str = "cpu", shards: Any = None,

@@ -27,11 +27,12 @@ class BatchSource:
         if placement == "device":
             self.images, self.labels = images.to(device), labels.to(device)
             self.detail = f"whole split resident on {device.type}, normalised once"
-        elif placement == "host":
-            if cuda:
-                images, labels = images.pin_memory(), labels.pin_memory()
-            self.images, self.labels = images, labels
-            self.detail = "host memory, pinned, copied per step (non_blocking)" if cuda else "host memory (cpu: no copy needed)"
+        elif placement == "host" and cuda:
+            self.images, self.labels = images.pin_memory(), labels.pin_memory()
+            self.detail = "host memory, pinned, copied per step (non_blocking)"
+        elif placement == "host":  # numpy arrays, each batch wrapped as a tensor per step (no copy on a CPU)
+            self.images, self.labels = images.numpy(), labels.numpy()
+            self.detail = "host numpy arrays, each batch wrapped per step (cpu: no copy needed)"
         else:
             raise ValueError(f"unknown data placement {placement!r}")
         self._copy = placement == "host" and cuda
@@ -39,9 +40,16 @@ class BatchSource:
     def batch(self, start: int, size: int) -> tuple[torch.Tensor, torch.Tensor]:
         """The batch on the compute device (a view for device placement, a fresh copy for host)."""
         images, labels = self.images[start : start + size], self.labels[start : start + size]
+        if not isinstance(images, torch.Tensor):
+            return torch.from_numpy(images), torch.from_numpy(labels)
         if self._copy:
             return images.to(self.device, non_blocking=True), labels.to(self.device, non_blocking=True)
         return images, labels
+
+    def placement_in_effect(self) -> str:
+        """Read back: 'device' when the split is a tensor on the compute device, else 'host'."""
+        on_device = isinstance(self.images, torch.Tensor) and self.images.device.type == self.device.type
+        return "device" if on_device else "host"
 
     def fill(self, start: int, size: int, images_out: torch.Tensor, labels_out: torch.Tensor) -> None:
         """Copy the batch into static buffers (CUDA graph inputs), straight from host or device."""

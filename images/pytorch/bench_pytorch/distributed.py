@@ -16,6 +16,7 @@ inside the run's warmup steps, so with fewer warmup steps the automatic choice i
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -23,8 +24,10 @@ from typing import Any
 import torch
 from torch import nn
 
+from bench_engine import progress
 from bench_engine.api import UnsupportedError
 from bench_engine.launch import WorkerInfo, worker_info
+from bench_engine.main import log
 
 DEFAULT_TIMEOUT_S = 900.0  # collectives and rendezvous; the launcher stops a run with a dead worker sooner
 
@@ -101,7 +104,15 @@ def init_process_group(worker: WorkerInfo, device: torch.device, graphs: bool) -
                               "world_size": worker.world_size, "timeout": timeout}
     if cuda:
         kwargs["device_id"] = device  # eager NCCL communicator, bound to this rank's GPU
+    progress.phase("rendezvous")  # a rank that never gets past it is named by the launcher's stall watch
+    started = time.perf_counter()
     dist.init_process_group(**kwargs)
+    if cuda:  # the eagerly created communicator is usable: one tiny all-reduce proves it before the model is built
+        probe = torch.ones(1, device=device)
+        dist.all_reduce(probe)
+        torch.cuda.synchronize(device)
+    log(f"rank {worker.rank}: process group ready ({backend}) in {time.perf_counter() - started:.1f}s")
+    progress.phase("setup")
     return DistContext(worker=worker, backend=backend, device=device)
 
 
@@ -127,9 +138,29 @@ def mean_over_ranks(value: torch.Tensor) -> torch.Tensor:
     return total / dist.get_world_size()
 
 
-def shutdown() -> None:
-    """Leave the process group (all ranks, at the end of a run)."""
+TEARDOWN_TIMEOUT_S = 60.0  # leaving the process group; a hung NCCL teardown is abandoned after this
+
+
+def shutdown(timeout_s: float = TEARDOWN_TIMEOUT_S) -> bool:
+    """Leave the process group (all ranks, at the end of a run); False when it did not finish in ``timeout_s``.
+
+    ``destroy_process_group`` runs in a daemon thread and is waited for at most ``timeout_s``, so a
+    teardown that never returns (seen on 2 H200s while a captured CUDA graph still held the NCCL
+    work of a DDP step) cannot hold back a result that was already measured.
+    """
+    import threading
+
     import torch.distributed as dist
 
-    if dist.is_available() and dist.is_initialized():
-        dist.destroy_process_group()
+    if not (dist.is_available() and dist.is_initialized()):
+        return True
+    done = threading.Event()
+
+    def destroy() -> None:
+        try:
+            dist.destroy_process_group()
+        finally:
+            done.set()
+
+    threading.Thread(target=destroy, name="bench-process-group-teardown", daemon=True).start()
+    return done.wait(timeout_s)

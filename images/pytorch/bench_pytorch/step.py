@@ -9,6 +9,7 @@ and replays the graph with the batch copied into static input buffers.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -146,8 +147,20 @@ class GraphRunner:
         main.wait_stream(self.side_stream)
         return out
 
+    def release(self) -> None:
+        """Free the captured graph (before the process group is destroyed: its NCCL work lives in the graph)."""
+        if self.graph is not None:
+            torch.cuda.synchronize()
+            self.graph.reset()
+            self.graph, self.static_out = None, None
+
     def _capture(self) -> None:
+        from bench_engine.main import log
+
+        started = time.perf_counter()
+        log("CUDA graph: capturing the whole step")  # a hang from here on is in the capture (stacks: _capture)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, stream=self.capture_stream):
             self.static_out = self.step(self.static_images, self.static_labels, True)
         self.graph = graph
+        log(f"CUDA graph: captured in {time.perf_counter() - started:.1f}s")

@@ -3,13 +3,14 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
-from bench_engine.api import StepBatch, UnsupportedError, Workload
+from bench_engine.api import LOSS_STEPS, StepBatch, UnsupportedError, Workload
 from bench_engine.data import Dataset, DatasetError
 from bench_engine.shards import ShardPlan, plan_shards, shard_dataset
 from bench_pytorch.batches import BatchSource
@@ -17,9 +18,13 @@ from bench_pytorch.distributed import DistContext, init_process_group, require_w
 from bench_pytorch.model import build_model, trainable_parameters
 from bench_pytorch.options import Plan, resolve_plan
 from bench_pytorch.precision import Precision, apply_precision
+from bench_pytorch.readback import load_shared_init, loss_readback, optimizer_readback, param_dtypes, traced_step
 from bench_pytorch.step import EagerRunner, GraphRunner, TrainParts, build_infer_step, build_train_step, without_autotune
 
 Runner = EagerRunner | GraphRunner
+
+# set when a rank abandoned a hung process-group teardown: the entrypoint then exits without interpreter shutdown
+TEARDOWN_ABANDONED = False
 
 
 class TorchWorkload(Workload):
@@ -35,9 +40,22 @@ class TorchWorkload(Workload):
         self.runner, self.device, self.training = runner, device, training
         self.shards, self.dist = shards, dist
         self._last: torch.Tensor | None = None
+        self._history: list[torch.Tensor] = []  # the first LOSS_STEPS losses, still on the device
 
     def step(self, batch: StepBatch) -> None:
         self._last = self.runner(self.shards.local(batch) if self.shards is not None else batch)
+        if self.training and len(self._history) < LOSS_STEPS:
+            self._history.append(self._last.detach().float().clone())  # a graph's output buffer is overwritten
+
+    def losses(self) -> list[float]:
+        if not self._history:
+            return []
+        stacked = torch.stack(self._history)
+        if self.dist is not None:
+            from bench_pytorch.distributed import mean_over_ranks
+
+            stacked = mean_over_ranks(stacked)
+        return [float(v) for v in stacked.cpu()]
 
     def sync(self) -> None:
         if self.device.type == "cuda":
@@ -53,10 +71,17 @@ class TorchWorkload(Workload):
         return float(self._last)
 
     def close(self) -> None:
+        """Release the CUDA graph, then leave the process group (bounded: see ``distributed.shutdown``)."""
+        if isinstance(self.runner, GraphRunner):
+            self.runner.release()
         if self.dist is not None:
-            from bench_pytorch.distributed import shutdown
+            from bench_pytorch.distributed import TEARDOWN_TIMEOUT_S, shutdown
 
-            shutdown()
+            if not shutdown():
+                global TEARDOWN_ABANDONED
+                TEARDOWN_ABANDONED = True
+                print(f"[bench-engine] rank {self.dist.rank}: leaving the process group did not finish in "
+                      f"{TEARDOWN_TIMEOUT_S:.0f} s; abandoned (the measurements are complete)", file=sys.stderr, flush=True)
 
     def peak_memory_bytes(self) -> int | None:
         if self.device.type == "cuda":
@@ -79,7 +104,10 @@ def check_data(spec: dict[str, Any], data: Dataset) -> None:
 
 
 def make_optimizer(model: nn.Module, settings: dict[str, Any], fused: bool) -> torch.optim.Optimizer:
-    """SGD as the spec sets it; weight decay is coupled (added to the gradient), as torch's SGD does."""
+    """SGD or Adam as the spec sets it; weight decay is coupled L2 (added to the gradient), as both torch classes do."""
+    if settings["name"] == "adam":
+        return torch.optim.Adam(model.parameters(), lr=settings["lr"], betas=tuple(settings["betas"]), eps=settings["eps"],
+                                weight_decay=settings["weight_decay"], fused=True if fused else None)
     if settings["name"] != "sgd":
         raise UnsupportedError(f"optimizer {settings['name']!r} is not implemented")
     return torch.optim.SGD(
@@ -119,6 +147,7 @@ def build_workload(spec: dict[str, Any], data: Dataset, device: torch.device) ->
 
     geometry = parity["input"]
     model = build_model(parity["model"]["arch"], parity["model"]["num_classes"], geometry["channels"])
+    init = load_shared_init(spec, model)  # bench's shared weights instead of the initialiser, when the spec says so
     params = trainable_parameters(model)
     model = model.to(device)
     if plan.channels_last:
@@ -128,11 +157,13 @@ def build_workload(spec: dict[str, Any], data: Dataset, device: torch.device) ->
     net = wrap_ddp(model, dist, stream) if dist is not None and training else model
     forward = torch.compile(net, mode=plan.compile_mode) if plan.compile else net
 
+    loss_fn = nn.CrossEntropyLoss()
+    optimizer = None
     if training:
         model.train()
         _check_graph_safe(plan, precision)
-        parts = TrainParts(model=net, forward=forward, loss_fn=nn.CrossEntropyLoss(),
-                           optimizer=make_optimizer(model, parity["optimizer"], plan.fused_optimizer),
+        optimizer = make_optimizer(model, parity["optimizer"], plan.fused_optimizer)
+        parts = TrainParts(model=net, forward=forward, loss_fn=loss_fn, optimizer=optimizer,
                            precision=precision, scaler=precision.make_scaler())
         step, odd_step = build_train_step(parts), build_train_step(parts, forward=net)
     else:
@@ -152,6 +183,8 @@ def build_workload(spec: dict[str, Any], data: Dataset, device: torch.device) ->
     else:
         plan.note("data_placement", True, f"{parity['data_placement']}: {source.detail}")
         plan.note("data_parallel", False, "one device")
+    probe_images, probe_labels = source.batch(0, min(2, batch))
+    traced = traced_step(model, probe_images, probe_labels, precision, loss_fn if training else None)
     runner: Runner
     if plan.cuda_graphs:
         sample_shape = (geometry["channels"], geometry["height"], geometry["width"])
@@ -159,11 +192,20 @@ def build_workload(spec: dict[str, Any], data: Dataset, device: torch.device) ->
                              stream=stream)
     else:
         runner = EagerRunner(step, odd_step, source, batch)
-    return TorchWorkload(
+    report = precision.report()
+    report["param_dtype"] = ",".join(param_dtypes(model))
+    workload = TorchWorkload(
         runner, device, training, shards=shards, dist=dist,
         trainable_parameters=params,
-        precision=precision.report(),
-        data_placement=parity["data_placement"],
+        precision=report,
+        data_placement=source.placement_in_effect(),
         optimizations=plan.optimizations,
-        world_size=parity["devices"],
+        world_size=dist.world_size if dist is not None else 1,
     )
+    workload.readback = {
+        "mode": "train" if model.training else "infer", "arch": parity["model"]["arch"], **traced,
+        "param_dtypes": param_dtypes(model), "init": init, "steps_per_dispatch": 1,
+        "optimizer": optimizer_readback(optimizer) if optimizer is not None else None,
+        "loss": loss_readback(loss_fn) if training else None,
+    }
+    return workload

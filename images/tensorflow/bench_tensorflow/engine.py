@@ -56,14 +56,16 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench_engine.api import Engine, StepBatch, UnsupportedError, Workload
+from bench_engine.api import LOSS_STEPS, Engine, StepBatch, UnsupportedError, Workload
 from bench_engine.data import Dataset, DatasetError, normalize
 from bench_engine.dispatch import StepQueue, planned_dispatches
+from bench_engine.initweights import resolve_init
 from bench_engine.nvidia import driver_version
 from bench_tensorflow.model import build_model, count_trainable
+from bench_tensorflow.readback import load_shared, loss_readback, make_adam, optimizer_readback, traced
 
 POLICIES = {"fp32": "float32", "tf32": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
-OPTION_DEFAULTS: dict[str, Any] = {"xla": "auto", "tf_function": True, "steps_per_dispatch": "auto"}
+OPTION_DEFAULTS: dict[str, Any] = {"xla": "auto", "tf_function": True, "steps_per_dispatch": 1}
 
 
 def _options(spec: dict[str, Any]) -> dict[str, Any]:
@@ -214,13 +216,14 @@ def build_step(
             one_step = step
 
             def several(starts: Any, size: int) -> Any:
-                def body(i: Any, _: Any) -> tuple[Any, Any]:
+                def body(i: Any, losses: Any) -> tuple[Any, Any]:
                     start = tf.reshape(take(starts, tf.reshape(i, [1]), [1]), [])  # a runtime index, not a constant
-                    return i + 1, one_step(start, size)
+                    return i + 1, losses.write(i, one_step(start, size))
 
                 # XLA runs the iterations in order, each reading the variables the previous one wrote
-                _, loss = tf.while_loop(lambda i, _: i < steps, body, (tf.constant(0, tf.int32), tf.constant(0.0, tf.float32)))
-                return loss
+                _, losses = tf.while_loop(lambda i, _: i < steps, body,
+                                          (tf.constant(0, tf.int32), tf.TensorArray(tf.float32, size=steps)))
+                return losses.stack()  # every step's loss
 
             return tf.function(several, jit_compile=True, autograph=False)
     else:
@@ -365,6 +368,23 @@ class TensorFlowWorkload(Workload):
     full_size: int = 0  # the full batch (one device)
     groups: dict[tuple[int, ...], Any] = field(default_factory=dict)  # batch starts of a multi_fn call -> int32 tensor
     _queue: StepQueue | None = None
+    _history: list[Any] = field(default_factory=list)  # the first LOSS_STEPS losses (tensors, read after the run)
+    _recorded: int = 0
+
+    def _remember(self, steps: int) -> None:
+        if self.train and self._recorded < LOSS_STEPS:
+            self._history.append(self.last)
+            self._recorded += steps
+
+    def losses(self) -> list[float]:
+        import numpy as np
+
+        values: list[float] = []
+        for item in self._history:
+            if self.strategy is not None:
+                item = self.strategy.reduce(self.tf.distribute.ReduceOp.MEAN, item, axis=None)
+            values += [float(v) for v in np.atleast_1d(item.numpy())]
+        return values[:LOSS_STEPS]
 
     def precompile(self, dispatches: Iterable[tuple[int, tuple[int, ...]]], state: list[Any]) -> None:
         """Before timing: compile every (batch size, steps per call) the run will dispatch; the state is left as it was.
@@ -393,6 +413,7 @@ class TensorFlowWorkload(Workload):
             variable.assign(value)
         self.sync()
         self.last = None
+        self._history, self._recorded = [], 0  # the compile calls are not steps of the run
 
     def _group(self, starts: tuple[int, ...]) -> Any:
         made = self.groups.get(starts)
@@ -411,9 +432,14 @@ class TensorFlowWorkload(Workload):
         """``steps_per_dispatch`` full batches in one call of the looping step."""
         assert self.multi_fn is not None
         self.last = self.multi_fn(self._group(tuple(batch.start for batch in batches)), self.full_size)
+        self._remember(len(batches))
 
     def _single(self, batch: StepBatch) -> None:
         """One step, one call."""
+        self._one(batch)
+        self._remember(1)
+
+    def _one(self, batch: StepBatch) -> None:
         if self.strategy is not None:
             self.last = self._replicated_step(batch)
             return
@@ -460,7 +486,9 @@ class TensorFlowWorkload(Workload):
             return None
         if self.strategy is not None:  # the mean of the replicas' losses (outside the timed windows)
             return float(self.strategy.reduce(self.tf.distribute.ReduceOp.MEAN, self.last, axis=None).numpy())
-        return float(self.last.numpy())
+        import numpy as np
+
+        return float(np.atleast_1d(self.last.numpy())[-1])
 
     def peak_memory_bytes(self) -> int | None:
         if self.device_kind != "cuda":
@@ -474,13 +502,26 @@ class TensorFlowWorkload(Workload):
         return max(peaks) if peaks else None
 
 
-def _model_and_optimizer(keras: Any, parity: dict[str, Any], shape: tuple[int, int, int], train: bool) -> tuple[Any, Any, bool]:
-    """The model and (training) its SGD, loss-scaled for fp16; built in the caller's device or strategy scope."""
+def _model_and_optimizer(keras: Any, parity: dict[str, Any], shape: tuple[int, int, int], train: bool,
+                         init_file: Any = None, init_out: dict[str, Any] | None = None) -> tuple[Any, Any, bool]:
+    """The model (shared initial weights loaded when ``init_file``; ``init_out`` gets {mode, sha256}) and,
+    training, its SGD or Adam, loss-scaled for fp16; built in the caller's device or strategy scope."""
+    init_out = init_out if init_out is not None else {}
     model = build_model(parity["model"]["arch"], int(parity["model"]["num_classes"]), shape)
+    if init_file is not None:  # bench's shared weights replace the initialisers'
+        if parity["model"]["arch"] != "resnet50_v1.5":
+            raise UnsupportedError(f"shared initial weights: no layout for {parity['model']['arch']}")
+        init_out["sha256"] = load_shared(str(init_file), model)
+        init_out["mode"] = "shared"
     if not train:
         return model, None, False
     opt = parity["optimizer"]
-    optimizer = make_sgd(keras, opt["lr"], opt["momentum"], opt["nesterov"], opt["weight_decay"])
+    if opt["name"] == "adam":
+        optimizer = make_adam(keras, opt["lr"], opt["betas"], opt["eps"], opt["weight_decay"])
+    elif opt["name"] == "sgd":
+        optimizer = make_sgd(keras, opt["lr"], opt["momentum"], opt["nesterov"], opt["weight_decay"])
+    else:
+        raise UnsupportedError(f"optimizer {opt['name']!r} is not implemented")
     if parity["precision"] == "fp16":
         optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
     optimizer.build(model.trainable_variables)
@@ -561,7 +602,8 @@ class TensorFlowEngine(Engine):
             return self._prepare_parallel(spec, data, tf, keras, options, xla, compile_function, train, resident, expected_shape)
 
         with tf.device(device):
-            model, optimizer, scaled = _model_and_optimizer(keras, parity, expected_shape, train)
+            init = {"mode": "framework", "sha256": None}
+            model, optimizer, scaled = _model_and_optimizer(keras, parity, expected_shape, train, resolve_init(spec, None), init)
             images = normalize(data.images)
             labels = data.labels.astype("int32", copy=False)
             placed, starts = None, {}
@@ -599,6 +641,8 @@ class TensorFlowEngine(Engine):
             multi_fn=multi_fn,
             full_size=int(parity["batch"]["per_device"]),
         )
+        workload.readback = _readback(tf, keras, parity, model, optimizer, init, normalize(data.images[:2]), group)
+        workload.data_placement = "device" if placed is not None and isinstance(placed[0], tf.Tensor) else "host"
         if resident:  # every call's shape compiled now, none in the warmup or the steady state
             with tf.device(device):
                 workload.precompile(planned_dispatches(spec, data.samples, group), model.variables + (optimizer.variables if train else []))
@@ -615,8 +659,9 @@ class TensorFlowEngine(Engine):
         shards = plan_shards(spec, data.samples)
         devices = self.devices or configure_devices(tf, self.device_kind or "cpu", world)
         strategy = tf.distribute.MirroredStrategy(devices=devices, cross_device_ops=_all_reduce(tf, self.device_kind, devices))
+        init = {"mode": "framework", "sha256": None}
         with strategy.scope():
-            model, optimizer, scaled = _model_and_optimizer(keras, parity, shape, train)
+            model, optimizer, scaled = _model_and_optimizer(keras, parity, shape, train, resolve_init(spec, None), init)
         labels_all = data.labels.astype("int32", copy=False)
         images, labels, placed, starts = None, None, None, {}
         if resident:
@@ -652,10 +697,10 @@ class TensorFlowEngine(Engine):
                       + ("; loss / N per replica, gradients summed by all-reduce" if train else "")
                       + "; BatchNorm statistics per replica",
         }
-        return TensorFlowWorkload(
+        workload = TensorFlowWorkload(
             trainable_parameters=count_trainable(model),
             precision=precision_in_effect(tf, keras, precision, scaled),
-            data_placement="device" if resident else "host",
+            data_placement="device" if placed is not None else "host",  # per-replica tensors placed in setup, or host arrays
             optimizations=optimizations,
             world_size=world,
             tf=tf,
@@ -671,11 +716,27 @@ class TensorFlowEngine(Engine):
             shards=shards,
             devices=devices,
         )
+        with strategy.scope():
+            workload.readback = _readback(tf, keras, parity, model, optimizer, init, normalize(data.images[:2]), 1)
+        return workload
 
     def is_out_of_memory(self, exc: BaseException) -> bool:
         name = type(exc).__name__
         text = str(exc)
         return name == "ResourceExhaustedError" or "OOM" in text or super().is_out_of_memory(exc)
+
+
+def _readback(tf: Any, keras: Any, parity: dict[str, Any], model: Any, optimizer: Any, init: dict[str, Any], probe: Any,
+              group: int) -> dict[str, Any]:
+    """docs/engine-contract.md: what the built objects say (a traced forward/backward for the dtypes)."""
+    train = parity["mode"] == "train"
+    return {
+        "mode": parity["mode"], "arch": parity["model"]["arch"], **traced(tf, keras, model, probe, train),
+        "param_dtypes": sorted({v.dtype.name if hasattr(v.dtype, "name") else str(v.dtype) for v in model.trainable_variables}),
+        "init": init, "steps_per_dispatch": group,
+        "optimizer": optimizer_readback(keras, optimizer) if train else None,
+        "loss": loss_readback(tf.nn.sparse_softmax_cross_entropy_with_logits) if train else None,
+    }
 
 
 def _steps_per_dispatch(value: Any, *, train: bool, xla: bool, resident: bool, world: int, kind: str | None,
@@ -693,12 +754,7 @@ def _steps_per_dispatch(value: Any, *, train: bool, xla: bool, resident: bool, w
         return 1, "one step per call (looping needs the whole step under XLA: optimized path or xla: true)"
     if not resident:
         return 1, "one step per call (looping needs device-resident data)"
-    if value == "auto":
-        if kind != "cuda":
-            return 1, "one step per call (auto: 1 on a CPU)"
-        group = max(1, int(window_steps))
-        return group, f"auto: the timing window ({group} steps)" if group > 1 else "one step per call (auto: timing window of 1 step)"
-    group = int(value)
+    group = 1 if value == "auto" else int(value)  # default 1: never derived from the timing window
     return group, f"steps_per_dispatch: {group}" if group > 1 else "one step per call (steps_per_dispatch: 1)"
 
 

@@ -2,12 +2,17 @@
 
 Each worker checks that its compact shard holds exactly its share of every global batch
 (samples ``start + rank*share ..``) and sleeps ``delay_s * (rank + 1)`` per step, so rank 1 is
-the slowest worker of a two-device run.
+the slowest worker of a two-device run. With the option ``barrier`` (a folder), every step
+first waits for every rank to reach it, as a collective does: a rank that stops makes the
+others wait forever. With ``hang_at_exit`` the interpreter's exit blocks, as a process group's
+teardown can when a peer still waits in a collective.
 """
 
 from __future__ import annotations
 
+import atexit
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -19,13 +24,25 @@ from bench_engine.shards import ShardPlan, plan_shards, shard_dataset
 
 
 class FakeDPWorkload(Workload):
-    def __init__(self, shards: ShardPlan, data: Dataset, rank: int, delay_s: float, **fields: Any) -> None:
+    def __init__(self, shards: ShardPlan, data: Dataset, rank: int, delay_s: float, barrier: Path | None = None,
+                 **fields: Any) -> None:
         super().__init__(**fields)
-        self.shards, self.full, self.rank, self.delay_s = shards, data, rank, delay_s
+        self.shards, self.full, self.rank, self.delay_s, self.barrier = shards, data, rank, delay_s, barrier
         self.local = shard_dataset(data, shards, rank)
         self.seen = 0
+        self.steps = 0
+
+    def wait_for_every_rank(self) -> None:
+        """A file barrier: this rank arrives at its step, then waits for every rank to arrive."""
+        assert self.barrier is not None
+        self.steps += 1
+        (self.barrier / f"step-{self.steps}-rank-{self.rank}").touch()
+        while len(list(self.barrier.glob(f"step-{self.steps}-rank-*"))) < self.world_size:
+            time.sleep(0.005)
 
     def step(self, batch: StepBatch) -> None:
+        if self.barrier is not None:
+            self.wait_for_every_rank()
         local = self.shards.local(batch)
         start, size = self.shards.slice_of(batch, self.rank)
         mine = self.local.labels[local.start : local.start + local.size]
@@ -57,7 +74,26 @@ class FakeDPEngine(Engine):
         worker = worker_info()
         assert worker is not None, "fakedp runs as launched workers only"
         precision = {"name": "fp32", "compute_dtype": "float32", "param_dtype": "float32", "tf32_matmul": False, "tf32_conv": False}
-        delay = float((spec.get("engine_options") or {}).get("delay_s", 0.02)) * (worker.rank + 1)
-        return FakeDPWorkload(plan_shards(spec, data.samples), data, worker.rank, delay,
-                              trainable_parameters=spec["expected"]["trainable_parameters"] or 0, precision=precision,
-                              data_placement="host", world_size=worker.world_size)
+        options = spec.get("engine_options") or {}
+        if options.get("hang_at_exit"):  # as a communicator whose teardown waits for a peer's collective
+            atexit.register(time.sleep, 3600)
+        delay = float(options.get("delay_s", 0.02)) * (worker.rank + 1)
+        barrier = Path(options["barrier"]) if options.get("barrier") else None
+        workload = FakeDPWorkload(plan_shards(spec, data.samples), data, worker.rank, delay, barrier,
+                                  trainable_parameters=spec["expected"]["trainable_parameters"] or 0, precision=precision,
+                                  data_placement="host", world_size=worker.world_size)
+        parity = spec["parity"]
+        opt = parity["optimizer"]
+        train = parity["mode"] == "train"
+        workload.readback = {  # a test double: it "reads back" its spec
+            "mode": parity["mode"], "arch": parity["model"]["arch"], "num_classes": parity["model"]["num_classes"],
+            "input_shape": [int(d) for d in data.images.shape[1:]], "param_dtypes": ["float32"],
+            "observed": {"compute_dtype": "float32", "grad_dtype": "float32" if train else None, "logits_dtype": "float32"},
+            "optimizer": {"name": opt["name"], "class": "fakedp.Optimizer", "lr": opt["lr"], "weight_decay": opt["weight_decay"],
+                          "momentum": opt.get("momentum"), "nesterov": opt.get("nesterov"), "betas": opt.get("betas"),
+                          "eps": opt.get("eps")} if train else None,
+            "loss": {"name": parity["loss"], "class": "fakedp.CrossEntropy", "reduction": "mean", "label_smoothing": 0.0} if train else None,
+            "init": {"mode": (parity.get("init") or {"mode": "framework"})["mode"], "sha256": (parity.get("init") or {}).get("sha256")},
+            "steps_per_dispatch": 1,
+        }
+        return workload

@@ -1,0 +1,110 @@
+"""Building the OpenNN engine: bad source archives, the checksum-keyed cache, `bench env`, image context, claims."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+VENDOR = Path(os.environ.get("BENCH_OPENNN_VENDOR") or REPO.parent / "shared" / "vendor")
+SOURCES = [line.split() for line in (REPO / "images/opennn/sources.txt").read_text().splitlines() if line and not line.startswith("#")]
+
+
+def bench(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "orchestrator", *args], capture_output=True, text=True, cwd=REPO,
+                          env={**os.environ, "NO_COLOR": "1", **(env or {})}, timeout=300)
+
+
+def fake_vendor(folder: Path, corrupt: str | None = None, missing: str | None = None) -> Path:
+    """Archives named as sources.txt pins them (tiny stand-ins: the checksum check runs first)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, file, *_ in SOURCES:
+        if name != missing:
+            (folder / file).write_bytes(b"not the pinned archive" if name == corrupt else b"x")
+    return folder
+
+
+def test_a_corrupt_archive_is_one_line_exit_2(tmp_path: Path) -> None:
+    vendor = fake_vendor(tmp_path / "vendor", corrupt="opennn")
+    proc = bench("env", "create", "opennn", "--vendor", str(vendor), env={"BENCH_OPENNN_CACHE": str(tmp_path / "cache")})
+    assert proc.returncode == 2, proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert "opennn-5ffbaa62.tar.gz" in last and "sha256" in last and "corrupt" in last
+    assert "Traceback" not in proc.stderr
+
+
+def test_a_missing_archive_or_vendor_folder_is_one_line_exit_2(tmp_path: Path) -> None:
+    vendor = fake_vendor(tmp_path / "vendor", missing="eigen")
+    cache = {"BENCH_OPENNN_CACHE": str(tmp_path / "cache")}
+    proc = bench("env", "create", "opennn", "--vendor", str(vendor), env=cache)
+    assert proc.returncode == 2 and "source archive missing" in proc.stderr.strip().splitlines()[-1] and "eigen-5.0.1.tar.gz" in proc.stderr
+    proc = bench("env", "create", "opennn", env={**cache, "BENCH_OPENNN_VENDOR": ""})
+    assert proc.returncode == 2 and "BENCH_OPENNN_VENDOR" in proc.stderr.strip().splitlines()[-1]
+
+
+def test_bench_env_says_why_opennn_is_unusable(tmp_path: Path) -> None:
+    proc = bench("env", "--json", env={"BENCH_OPENNN_CACHE": str(tmp_path / "empty"), "BENCH_OPENNN_DRIVER": ""})
+    assert proc.returncode == 0, proc.stderr
+    row = next(r for r in json.loads(proc.stdout)["engines"] if r["engine"] == "opennn")
+    assert row["usable"] is False and "bench env create opennn" in row["reason"]
+
+
+def test_cache_keys_follow_the_sources(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    sys.path.insert(0, str(REPO / "images" / "opennn"))
+    from bench_opennn import locate
+
+    copy = tmp_path / "opennn"
+    shutil.copytree(REPO / "images" / "opennn", copy, ignore=shutil.ignore_patterns("vendor", "ccache", "__pycache__"))
+    monkeypatch.setattr(locate, "ENGINE_DIR", copy)
+    lib, drv = locate.library_key("cpu"), locate.driver_key("cpu")
+    assert locate.library_key("cuda-sm90") != lib
+    (copy / "driver" / "main.cpp").write_text((copy / "driver" / "main.cpp").read_text() + "\n// edit\n")
+    assert locate.library_key("cpu") == lib and locate.driver_key("cpu") != drv  # a driver edit rebuilds the driver only
+    (copy / "sources.txt").write_text((copy / "sources.txt").read_text().replace("7ca54", "00000"))
+    assert locate.library_key("cpu") != lib
+
+
+def test_image_context_takes_the_vendored_archives(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from orchestrator.errors import BadInput
+    from orchestrator.images.build import vendor_files
+    from orchestrator.images.metadata import get_image_meta
+
+    meta = get_image_meta("opennn")
+    monkeypatch.setenv("BENCH_OPENNN_VENDOR", str(fake_vendor(tmp_path / "v")))
+    files = vendor_files(meta)
+    assert sorted(name for _, name in files) == sorted(f"opennn/vendor/{s[1]}" for s in SOURCES)
+    monkeypatch.setenv("BENCH_OPENNN_VENDOR", str(fake_vendor(tmp_path / "w", missing="cudnn-frontend")))
+    with pytest.raises(BadInput, match=r"cudnn-frontend-1\.22\.1\.tar\.gz"):
+        vendor_files(meta)
+
+
+def test_claims_table_puts_measured_next_to_claimed() -> None:
+    from orchestrator.reports.data import ReportData
+    from orchestrator.reports.tables import claims
+
+    scenario = {"claims": {"source": "ref", "hardware": "RTX 4080", "ratios": [
+        {"engine": "opennn", "vs": "pytorch", "precision": "tf32", "path": "optimized", "claimed": 1.9, "as_stated": "fp32: 1.90x"},
+        {"engine": "opennn", "vs": "tensorflow", "precision": "bf16", "claimed": 1.91}]}}
+    summary = {"ratios": [
+        {"engine": "opennn", "baseline_engine": "pytorch", "precision": "tf32", "path": "optimized", "ratio": 0.5, "ci95": [0.4, 0.6]},
+        {"engine": "opennn", "baseline_engine": "pytorch", "precision": "bf16", "path": "optimized", "ratio": 9.0}]}
+    table = claims(ReportData("x", summary, {}, [], [], scenario))
+    assert table is not None and table.key == "claims"
+    assert table.rows[0][:7] == ["opennn / pytorch", "tf32", "optimized", "1.90x", "0.50x", "0.40x - 0.60x", "0.26"]
+    assert table.rows[1][4] == "-"  # no measured opennn/tensorflow bf16 ratio: never the bf16 pytorch one
+    assert claims(ReportData("x", summary, {}, [], [], {})) is None
+
+
+@pytest.mark.skipif(not VENDOR.is_dir(), reason="../shared/vendor not beside the checkout")
+def test_the_pins_match_the_vendored_archives() -> None:
+    import hashlib
+
+    for name, file, sha, *_ in SOURCES:
+        assert hashlib.sha256((VENDOR / file).read_bytes()).hexdigest() == sha, name

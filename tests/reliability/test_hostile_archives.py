@@ -1,0 +1,145 @@
+"""Hostile archives: sparse and compression bombs, unlisted and resized members, links: refused with
+bounded time and disk, nothing written outside a private temporary folder (and that folder removed)."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import tarfile
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from orchestrator.artifacts import extract
+from orchestrator.artifacts.archive import validate_path
+from tests.reliability.hostile_support import call, disk_bytes, save_figures, timed
+
+MANIFEST_FILES: list[dict] = []
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _figures() -> Iterator[None]:
+    yield
+    save_figures()
+
+
+@pytest.fixture()
+def private_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, int]]:
+    """Extraction goes to a private folder; its peak disk use is measured after the write pass."""
+    folder = tmp_path / "private-tmp"
+    folder.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    peak = {"bytes": 0}
+    write = extract._write
+
+    def measured(path, vetted, dest):
+        try:
+            write(path, vetted, dest)
+        finally:
+            peak["bytes"] = max(peak["bytes"], disk_bytes(dest))
+
+    monkeypatch.setattr(extract, "_write", measured)
+    yield peak
+    assert list(folder.iterdir()) == []  # removed afterwards, refused or not
+
+
+def _manifest(files: dict[str, int]) -> bytes:
+    return json.dumps({"schema_version": 1, "scenario": "s", "artifact_id": "a", "created_at": "now", "bench_version": "0",
+                       "complete": True, "files": [{"path": p, "sha256": "0" * 64, "bytes": n} for p, n in files.items()]}).encode()
+
+
+def _sparse_header(name: str, real: int) -> bytes:
+    """An old-GNU sparse member header: no data in the archive, ``real`` bytes of zeros once extracted."""
+    info = tarfile.TarInfo(name)
+    info.type = tarfile.GNUTYPE_SPARSE
+    buf = bytearray(info.tobuf(tarfile.GNU_FORMAT)[:512])
+    buf[386:398] = b"%011o\x00" % (real - 1)
+    buf[398:410] = b"%011o\x00" % 0
+    buf[483:495] = b"%011o\x00" % real
+    buf[148:156] = b" " * 8
+    buf[148:155] = b"%06o\x00" % sum(buf)
+    return bytes(buf)
+
+
+def _archive(path: Path, manifest: bytes, members: list[tuple[tarfile.TarInfo, bytes | None]], raw_tail: bytes = b"") -> Path:
+    body = io.BytesIO()
+    with tarfile.open(fileobj=body, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        info = tarfile.TarInfo("a/manifest.json")
+        info.size = len(manifest)
+        tar.addfile(info, io.BytesIO(manifest))
+        for member, data in members:
+            tar.addfile(member, io.BytesIO(data) if data is not None else None)
+        end = tar.offset  # before the end-of-archive blocks
+    data = body.getvalue()[:end] + raw_tail + b"\0" * 1024
+    with gzip.open(path, "wb", compresslevel=1) as handle:
+        handle.write(data)
+    return path
+
+
+def _zeros_member(name: str, size: int) -> tuple[tarfile.TarInfo, bytes]:
+    info = tarfile.TarInfo(name)
+    info.size = size
+    return info, bytes(size)
+
+
+def _check_refused(path: Path, needle: str, peak: dict[str, int], capsys, monkeypatch, escape: Path | None = None) -> None:
+    with timed("archives: hostile archives") as box:
+        problems = " ".join(map(str, validate_path(path)))
+        box["disk"] = peak["bytes"]
+    assert needle in problems, problems
+    code, _, err = call(capsys, monkeypatch, "results", "validate", str(path))
+    assert code == 1 and needle in err
+    code, _, err = call(capsys, monkeypatch, "results", "report", str(path), "--out", str(path.parent / "rep"))
+    assert code == 2 and "refused" in err
+    assert peak["bytes"] == 0  # refused before anything was written
+    if escape is not None:
+        assert not escape.exists()
+
+
+def test_sparse_bomb(tmp_path: Path, private_tmp, capsys, monkeypatch) -> None:
+    path = _archive(tmp_path / "sparse.tar.gz", _manifest({"big": 1 << 30}), [], raw_tail=_sparse_header("a/big", 1 << 30))
+    assert path.stat().st_size < 1024
+    _check_refused(path, "sparse file", private_tmp, capsys, monkeypatch)
+
+
+def test_gzip_bomb_unlisted(tmp_path: Path, private_tmp, capsys, monkeypatch) -> None:
+    path = _archive(tmp_path / "bomb.tar.gz", _manifest({}), [_zeros_member("a/zeros", 64 << 20)])
+    assert path.stat().st_size < 1 << 20
+    _check_refused(path, "not listed in the manifest", private_tmp, capsys, monkeypatch)
+
+
+def test_gzip_bomb_past_the_bound(tmp_path: Path, private_tmp, capsys, monkeypatch) -> None:
+    """Listed with its true size, but past the bound on an archive's content: the decompressed stream stops."""
+    monkeypatch.setattr(extract, "MAX_BYTES", 8 << 20)
+    monkeypatch.setattr(extract, "MAX_MANIFEST", 1 << 20)
+    path = _archive(tmp_path / "bomb.tar.gz", _manifest({"zeros": 64 << 20}), [_zeros_member("a/zeros", 64 << 20)])
+    _check_refused(path, "expands beyond", private_tmp, capsys, monkeypatch)
+
+
+def test_declared_size_differs(tmp_path: Path, private_tmp, capsys, monkeypatch) -> None:
+    path = _archive(tmp_path / "resized.tar.gz", _manifest({"run.log": 10}), [_zeros_member("a/run.log", 4 << 20)])
+    _check_refused(path, "sha256 differs from the manifest", private_tmp, capsys, monkeypatch)
+
+
+@pytest.mark.parametrize("name", ["a/.payload.sh", "a/runs/x/.hidden", "b/other", "a/../../escaped"])
+def test_extra_members(name: str, tmp_path: Path, private_tmp, capsys, monkeypatch) -> None:
+    escape = tmp_path / "escaped"
+    path = _archive(tmp_path / "extra.tar.gz", _manifest({}), [(_zeros_member(name, 5)[0], b"pwned")])
+    needle = "unsafe archive member" if ".." in name else ("outside the artifact" if name.startswith("b/") else "not listed")
+    _check_refused(path, needle, private_tmp, capsys, monkeypatch, escape)
+
+
+def test_a_valid_archive_uses_only_its_declared_bytes(tmp_path: Path, private_tmp, capsys, monkeypatch) -> None:
+    """The control: an honest archive passes the extraction checks and writes exactly what it declares."""
+    data = b"x" * 5000
+    manifest = _manifest({"engine.log": len(data)})
+    path = _archive(tmp_path / "ok.tar.gz", manifest, [(_zeros_member("a/engine.log", len(data))[0], data)])
+    with tempfile.TemporaryDirectory() as dest:
+        assert extract.extract_bounded(path, Path(dest)) == []
+        assert (Path(dest) / "a" / "engine.log").read_bytes() == data
+    assert 5000 <= private_tmp["bytes"] <= 5000 + len(manifest) + 3 * 4096
+    problems = " ".join(map(str, validate_path(path)))
+    assert "sha256 differs" in problems and "not listed" not in problems  # hashes are still checked after extraction
