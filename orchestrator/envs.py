@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import venv
 from pathlib import Path
 
@@ -38,7 +37,3 @@ def create_env(engine: str, system_site_packages: bool = False) -> Path:
     if proc.returncode != 0:
         raise BadInput(f"{info.requirements}: pip install failed (exit {proc.returncode})")
     return python
-
-
-def current_interpreter() -> str:
-    return sys.executable

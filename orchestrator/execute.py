@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import copy
-import json
 import shutil
-import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,6 +15,7 @@ import yaml
 from orchestrator import signals
 from orchestrator.artifacts import Artifact, create_artifact, write_manifest
 from orchestrator.artifacts.layout import SCENARIO, SUMMARY, utc_now
+from orchestrator.attempt import RunMonitor, describe_mismatches, run_attempt
 from orchestrator.data import PreparedSplit, prepare_split
 from orchestrator.engines import EngineInfo, get_engine
 from orchestrator.errors import BadInput
@@ -24,28 +23,17 @@ from orchestrator.hostinfo import host_facts
 from orchestrator.initweights import INIT_DIR, shared_init
 from orchestrator.jsonio import read_json, write_json, write_text_atomic
 from orchestrator.maxbatch import MAXBATCH_DIR, SEARCH_FILE, resolve_max_batch
-from orchestrator.parity import check_against_spec, cross_engine
-from orchestrator.runtimes import Execution, RunPaths, Runtime, get_runtime, runtime_names
+from orchestrator.parity import cross_engine
+from orchestrator.runtimes import Runtime, get_runtime, runtime_names
 from orchestrator.scenario import RunPlan, Scenario
 from orchestrator.scenario.matrix import build_spec, check_plans, reference_engine
-from orchestrator.schemas import SchemaError, validate
 from orchestrator.summary import summarize
 from orchestrator.telemetry import GpuTelemetry
 
-REJECTED_RESULT = "result.rejected.json"
 STAGING = ".staging"  # <out>/<scenario>/.staging/<id>/: an artifact being made (renamed into place when whole)
 
 
-class RunMonitor(Protocol):
-    """Observes one run (e.g. GPU telemetry): started before the engine, stopped after it."""
-
-    name: str
-
-    def start(self, run_dir: Path, settings: dict[str, Any]) -> None: ...
-    def stop(self) -> dict[str, Any]: ...
-
-
-# Factories of the monitors attached to every run; modules register themselves here.
+# Factories of the monitors attached to every run (started before the engine, stopped after it).
 MONITORS: list[Callable[[], RunMonitor]] = [GpuTelemetry]
 
 
@@ -122,6 +110,22 @@ def check_device(device: str) -> dict[str, Any]:
     return snapshot
 
 
+def prepare_runtimes(scenario: Scenario, engines: list[str], options: RunOptions,
+                     reporter: Reporter) -> tuple[dict[str, Any], dict[str, tuple[Runtime, dict[str, Any]]]]:
+    """(NVML snapshot, engine -> (runtime, settings)): the device and every engine's runtime checked before any run."""
+    base = merge_runtime_block(scenario, options.settings)
+    settings_for = {name: {**base, "device": options.device, **(scenario.engine_block(name) or {})} for name in engines}
+    for name in engines:
+        settings_for[name].pop("options", None)
+    gpus = check_device(options.device)
+    return gpus, choose_runtimes(engines, options.runtime, settings_for, reporter)
+
+
+def note_dataset(split: PreparedSplit, reporter: Reporter) -> None:
+    reporter.note(f"dataset {split.name}/{split.split}: {split.samples} samples, sha256 {split.sha256[:12]}"
+                  + (" (synthetic)" if split.synthetic else ""))
+
+
 def prepare_dataset(scenario: Scenario) -> PreparedSplit:
     workload = scenario.workload
     dataset = workload["dataset"]
@@ -154,64 +158,6 @@ def _record(plan: RunPlan, status: str, reason: str | None, runtime_info: dict[s
     }
 
 
-def _describe_mismatches(mismatches: list[dict[str, Any]]) -> str:
-    parts = [f"{m['field']} expected {m['expected']!r} got {m['actual']!r}" + (f" vs {m['against']}" if m.get("against", "spec") != "spec" else "")
-             for m in mismatches[:3]]
-    more = f" (+{len(mismatches) - 3} more)" if len(mismatches) > 3 else ""
-    return "parity: " + "; ".join(parts) + more
-
-
-def _ended(code: int | None) -> str:
-    """How the engine process ended, in words (a signal for a negative code, as subprocess reports it)."""
-    if code is not None and code < 0:
-        try:
-            name = signal.Signals(-code).name
-        except ValueError:
-            name = f"signal {-code}"
-        oom = " (the kernel's OOM killer sends it when memory runs out)" if -code == signal.SIGKILL else ""
-        return f"engine was killed by {name}{oom}"
-    return f"engine exited with code {code}"
-
-
-def judge(spec: dict[str, Any], execution: Execution, result_path: Path) -> tuple[str, str | None, dict[str, Any] | None, dict[str, Any]]:
-    """(status, reason, result or None, parity verdict) of one finished execution."""
-    no_parity = {"checked": False, "ok": False, "mismatches": []}
-    result = None
-    if result_path.is_file():
-        try:
-            result = json.loads(result_path.read_text())
-            validate(result, "engine-result")
-        except (ValueError, SchemaError) as exc:
-            # Keep the engine's output as evidence, under a name no schema applies to.
-            result_path.replace(result_path.with_name(REJECTED_RESULT))
-            reason = f"engine result does not match its schema: {exc}" if isinstance(exc, SchemaError) else "engine result is not JSON"
-            reason += f" (kept as {REJECTED_RESULT})"
-            if execution.outcome in ("timeout", "interrupted"):
-                return execution.outcome, execution.detail, None, no_parity
-            return "invalid", reason, None, no_parity
-    if execution.outcome in ("timeout", "interrupted"):
-        return execution.outcome, execution.detail, result, no_parity
-    if execution.outcome == "error":
-        return "failed", execution.detail, None, no_parity
-    if result is None:
-        return "failed", f"{_ended(execution.exit_code)} and wrote no result file", None, no_parity
-    if result["status"] == "failed":
-        failure = result["failure"]
-        status = "interrupted" if failure["kind"] == "interrupted" else "failed"
-        return status, f"{failure['kind']}: {failure['message']}", result, no_parity
-    if execution.exit_code != 0:
-        return "failed", f"engine exited with code {execution.exit_code} although its result says ok", result, no_parity
-    if result["engine"] != spec["engine"] or result["run_id"] != spec["run_id"]:
-        return "invalid", f"result is for {result['engine']}/{result['run_id']}, not this run", result, no_parity
-    mismatches = check_against_spec(spec, result, result["environment"].get("device_kind"))
-    parity = {"checked": True, "ok": not mismatches, "mismatches": mismatches}
-    if mismatches:
-        return "invalid", _describe_mismatches(mismatches), result, parity
-    if not result["measurements"]["steady"]["throughput"]:
-        return "invalid", "no steady-state steps were measured", result, parity
-    return "ok", None, result, parity
-
-
 def _run_one(artifact: Artifact, scenario: Scenario, plan: RunPlan, split: PreparedSplit, engine: EngineInfo,
              runtime: Runtime, settings: dict[str, Any], device: str, reporter: Reporter) -> tuple[dict[str, Any], dict[str, Any] | None]:
     run_dir = artifact.run_dir(plan.run_id)
@@ -221,7 +167,6 @@ def _run_one(artifact: Artifact, scenario: Scenario, plan: RunPlan, split: Prepa
         if not (artifact.root / INIT_DIR).exists():  # the shared weights are written with this run's spec
             flying.append(INIT_DIR)
         write_manifest(artifact, complete=False, in_flight_folders=flying)
-    paths = RunPaths(run_dir, run_dir / "spec.json", run_dir / "result.json", run_dir / "engine.log", split.path)
     started, clock = utc_now(), time.monotonic()
     runtime_info = dict(settings.get("checked") or {"name": runtime.name})
     if plan.skip_reason:
@@ -229,22 +174,16 @@ def _run_one(artifact: Artifact, scenario: Scenario, plan: RunPlan, split: Prepa
         write_json(run_dir / "run.json", record, "run-record")
         return record, None
     init = shared_init(artifact.root, scenario.workload, run_dir)  # parity: every engine starts from these weights
-    spec = build_spec(scenario, plan, split, runtime.dataset_path(paths), device, init)
-    write_json(paths.spec, spec, "run-spec")
-    monitors = [factory() for factory in MONITORS]
-    for monitor in monitors:
-        monitor.start(run_dir, settings)
-    try:
-        execution = runtime.execute(engine, paths, settings, spec["measurement"]["timeout_s"], reporter.engine_line)
-    finally:
-        observed = {monitor.name: monitor.stop() for monitor in monitors}
-    runtime_info.update(execution.info)
-    status, reason, result, parity = judge(spec, execution, paths.result)
+    done = run_attempt(run_dir, split, runtime, engine, settings,
+                       lambda dataset_path: build_spec(scenario, plan, split, dataset_path, device, init),
+                       reporter.engine_line, [factory() for factory in MONITORS])
+    runtime_info.update(done.execution.info)
+    status, reason, result, parity = done.status, done.reason, done.result, done.parity
     throughput = result["measurements"]["steady"]["throughput"] if status == "ok" and result else None
     record = _record(plan, status, reason, runtime_info, started, time.monotonic() - clock,
-                     execution.exit_code, parity, throughput)
-    if observed:
-        record["telemetry"] = observed
+                     done.execution.exit_code, parity, throughput)
+    if done.observed:
+        record["telemetry"] = done.observed
     write_json(run_dir / "run.json", record, "run-record")
     return record, result
 
@@ -266,22 +205,16 @@ def _cross_check(records: list[dict[str, Any]], results: dict[str, dict[str, Any
         record["throughput"] = None
         record["parity"]["ok"] = False
         record["parity"]["mismatches"].extend(mismatches)
-        record["reason"] = "cross-engine " + _describe_mismatches(mismatches)
+        record["reason"] = "cross-engine " + describe_mismatches(mismatches)
         findings.append({"run_id": record["run_id"], "engine": record["engine"], "mismatches": mismatches})
     return findings
 
 
 def run_scenario(scenario: Scenario, plans: list[RunPlan], options: RunOptions, reporter: Reporter) -> Outcome:
     engines = sorted({p.engine for p in plans if not p.skip_reason})
-    base = merge_runtime_block(scenario, options.settings)
-    settings_for = {name: {**base, "device": options.device, **(scenario.engine_block(name) or {})} for name in engines}
-    for name in engines:
-        settings_for[name].pop("options", None)
-    gpus = check_device(options.device)
-    runtimes = choose_runtimes(engines, options.runtime, settings_for, reporter)
+    gpus, runtimes = prepare_runtimes(scenario, engines, options, reporter)
     split = prepare_dataset(scenario)
-    reporter.note(f"dataset {split.name}/{split.split}: {split.samples} samples, sha256 {split.sha256[:12]}"
-                  + (" (synthetic)" if split.synthetic else ""))
+    note_dataset(split, reporter)
     check_plans(scenario, plans, split, options.device, before_search=True)  # every spec valid before the first run
     artifact = new_artifact(options.out_root, scenario, plans)
     try:

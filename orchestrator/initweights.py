@@ -59,6 +59,11 @@ def shared_archs() -> list[str]:
     return sorted(LAYOUTS)
 
 
+def init_mode(workload: dict[str, Any]) -> str:
+    """workload.init, default shared where the arch has a shared layout."""
+    return workload.get("init") or ("shared" if workload["model"]["arch"] in shared_archs() else "framework")
+
+
 def generate(arch: str, num_classes: int, channels: int, seed: int) -> dict[str, np.ndarray]:
     """The seeded tensors (insertion order = definition order); BadInput for an arch without a shared layout."""
     layout = LAYOUTS.get(arch)
@@ -150,8 +155,6 @@ def shared_init(root: Path, workload: dict[str, Any], run_dir: Path | None = Non
     Shared: the artifact's file is written on first use (its hash remembered for the session) and
     placed in ``run_dir`` as ``init.safetensors``, the name the block gives relative to the spec.
     """
-    from orchestrator.scenario.matrix import init_mode
-
     if init_mode(workload) != "shared":
         return None
     model, channels = workload["model"], workload["input"]["channels"]

@@ -18,10 +18,11 @@ from typing import Any
 
 from orchestrator import signals
 from orchestrator.artifacts import Artifact
+from orchestrator.attempt import run_attempt
 from orchestrator.data import PreparedSplit
 from orchestrator.engines import get_engine
 from orchestrator.jsonio import write_json
-from orchestrator.runtimes import RunPaths, Runtime
+from orchestrator.runtimes import Runtime
 from orchestrator.scenario import RunPlan, Scenario
 from orchestrator.scenario.matrix import build_spec
 
@@ -118,8 +119,6 @@ def resolve_max_batch(artifact: Artifact, scenario: Scenario, plans: list[RunPla
 def _search_one(artifact: Artifact, scenario: Scenario, plan: RunPlan, split: PreparedSplit,
                 runtimes: dict[str, tuple[Runtime, dict[str, Any]]], device: str, reporter: Any,
                 fraction: float, start: int, granularity: int, probe_steps: int, limit: int) -> int | None:
-    from orchestrator.execute import judge
-
     runtime, settings = runtimes[plan.engine]
     engine = get_engine(plan.engine)
     folder = artifact.root / MAXBATCH_DIR / f"{plan.engine}-{plan.precision}-{plan.path}-d{plan.devices}"
@@ -133,13 +132,14 @@ def _search_one(artifact: Artifact, scenario: Scenario, plan: RunPlan, split: Pr
         probe_plan = dataclasses.replace(plan, batch=batch, repeat=1)
         run_dir = folder / f"b{batch}"
         run_dir.mkdir(parents=True, exist_ok=True)
-        paths = RunPaths(run_dir, run_dir / "spec.json", run_dir / "result.json", run_dir / "engine.log", split.path)
-        spec = build_spec(_probe_scenario(scenario, steps), probe_plan, split, runtime.dataset_path(paths), device)
-        spec["run_id"] = f"probe-{plan.engine}-{plan.precision}-b{batch}"
-        write_json(paths.spec, spec, "run-spec")
         reporter.note(f"max batch {plan.engine} {plan.precision}: probing batch {batch}")
-        execution = runtime.execute(engine, paths, settings, spec["measurement"]["timeout_s"], reporter.engine_line)
-        status, reason, result, _ = judge(spec, execution, paths.result)
+
+        def probe_spec(dataset_path: str) -> dict[str, Any]:
+            spec = build_spec(_probe_scenario(scenario, steps), probe_plan, split, dataset_path, device)
+            return {**spec, "run_id": f"probe-{plan.engine}-{plan.precision}-b{batch}"}
+
+        done = run_attempt(run_dir, split, runtime, engine, settings, probe_spec, reporter.engine_line)
+        status, reason, result = done.status, done.reason, done.result
         if status == "ok":
             return "fits"
         if result and (result.get("failure") or {}).get("kind") == "oom":

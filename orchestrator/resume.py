@@ -240,24 +240,19 @@ def move_aside(artifact: Artifact, folder: Path, name: str) -> Path:
 
 def resume(plan: ResumePlan, settings: dict[str, Any], reporter: Any):
     """Run ``plan.to_run`` into the artifact, keeping the valid runs; returns the executor's Outcome."""
-    from orchestrator.execute import RunOptions, check_device, choose_runtimes, merge_runtime_block, prepare_dataset, run_plans
+    from orchestrator.execute import RunOptions, note_dataset, prepare_dataset, prepare_runtimes, run_plans
 
     scenario, artifact = plan.scenario, plan.artifact
     todo = plan.to_run
     engines = sorted({r.plan.engine for r in todo if not r.plan.skip_reason} | {p.engine for p in plan.unsearched})
-    settings_for = {name: {**merge_runtime_block(scenario, settings), "device": plan.device, **(scenario.engine_block(name) or {})}
-                    for name in engines}
-    for name in engines:
-        settings_for[name].pop("options", None)
-    gpus = check_device(plan.device)
-    runtimes = choose_runtimes(engines, plan.runtime, settings_for, reporter)
+    options = RunOptions(runtime=plan.runtime, device=plan.device, out_root=artifact.root.parent.parent, settings=settings)
+    gpus, runtimes = prepare_runtimes(scenario, engines, options, reporter)
     split = prepare_dataset(scenario)
     recorded = {r.spec["parity"]["dataset"]["sha256"] for r in plan.runs if r.spec}
     if recorded and recorded != {split.sha256}:
         raise BadInput(f"{artifact.root}: the dataset changed since the artifact was made "
                        f"(sha256 {split.sha256[:12]} now, {', '.join(sorted(s[:12] for s in recorded))} then); start a new run")
-    reporter.note(f"dataset {split.name}/{split.split}: {split.samples} samples, sha256 {split.sha256[:12]}"
-                  + (" (synthetic)" if split.synthetic else ""))
+    note_dataset(split, reporter)
     unfinished = [f for f in sorted((artifact.root / MAXBATCH_DIR).glob("*")) if f.is_dir() and not (f / SEARCH_FILE).is_file()]
     moving = [run.folder for run in todo if run.folder.is_dir()] + unfinished
     # killed while moving, the artifact still validates: what moves, and where to, is in flight
@@ -272,7 +267,6 @@ def resume(plan: ResumePlan, settings: dict[str, Any], reporter: Any):
         move_aside(artifact, folder, f"{MAXBATCH_DIR}-{folder.name}")
     write_manifest(artifact, complete=False, in_flight_folders=[MAXBATCH_DIR] if plan.unsearched else None)
     previous = [(r.record, r.result) for r in plan.kept if r.record is not None]
-    options = RunOptions(runtime=plan.runtime, device=plan.device, out_root=artifact.root.parent.parent, settings=settings)
     plans = [r.plan for r in todo]
     interrupted = False
     if plan.unsearched:

@@ -1,6 +1,6 @@
 """GPU telemetry of one run (nvidia-ml-py): static GPU facts plus a background sampler.
 
-``GpuTelemetry`` is a run monitor (see ``orchestrator.execute.RunMonitor``): ``start(run_dir, settings)``
+``GpuTelemetry`` is a run monitor (see ``orchestrator.attempt.RunMonitor``): ``start(run_dir, settings)``
 records the static facts of the GPUs the run uses (name, UUID, driver and CUDA driver versions,
 memory, power limits, clocks, persistence/MIG/ECC modes) and starts a thread that samples every
 ``interval`` seconds utilisation, memory used, power, SM/memory clocks, temperature, throttle reasons
@@ -169,21 +169,6 @@ def device_facts(nvml: Any, index: int, handle: Any) -> dict[str, Any]:
         "ecc_mode": _first(ecc),
         "energy_counter": energy is not None,
     }
-
-
-def gpu_facts(settings: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Static facts of the GPUs a run with ``settings`` uses (for records and ``bench env``)."""
-    nvml, why = _load_nvml()
-    if nvml is None:
-        return {"available": False, "reason": why, "devices": []}
-    try:
-        handles, notes = resolve_handles(nvml, requested_devices(settings or {}))
-        return {"available": True, "reason": None, **_driver(nvml), "devices": [device_facts(nvml, i, h) for i, h in handles],
-                "notes": notes}
-    except Exception as exc:
-        return {"available": False, "reason": f"NVML query failed ({exc.__class__.__name__}: {exc})", "devices": []}
-    finally:
-        _safe(nvml.nvmlShutdown)
 
 
 def _driver(nvml: Any) -> dict[str, Any]:
@@ -438,11 +423,3 @@ def parse_csv(lines: Any) -> list[dict[str, Any]]:
                     row[key] = None
         rows.append(row)
     return rows
-
-
-def register() -> None:
-    """Attach the GPU telemetry monitor to every run (idempotent)."""
-    from orchestrator import execute
-
-    if GpuTelemetry not in execute.MONITORS:
-        execute.MONITORS.append(GpuTelemetry)

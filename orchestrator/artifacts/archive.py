@@ -23,12 +23,6 @@ from orchestrator.artifacts.manifest import listed_files
 from orchestrator.artifacts.validate import ArtifactProblem, validate_artifact
 from orchestrator.errors import BadInput
 
-ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar")
-
-
-def is_archive(path: Path) -> bool:
-    return path.is_file() and (path.name.endswith(ARCHIVE_SUFFIXES) or tarfile.is_tarfile(path))
-
 
 def default_archive_path(folder: Path) -> Path:
     folder = folder.resolve()

@@ -127,3 +127,17 @@ def check_workload_dataset(workload: dict[str, Any], where: str = "workload") ->
         raise BadInput(f"{where}.model.num_classes: {workload['model']['num_classes']}, but {info.name} has {info.num_classes} classes")
     if source != "prepared":
         split_fragment(source)
+
+
+def prepare_split(name: str, source: str, split: str, samples: int | None, geometry: tuple[int, int, int], num_classes: int, seed: int) -> PreparedSplit:
+    """Prepare (or reuse from the cache) one split of a dataset in canonical form.
+
+    ``source``: ``synthetic`` (seeded, any name and geometry), ``prepared`` (what ``bench data
+    prepare NAME`` cached), or a path/URL of the dataset's archive or folder (prepared on the fly).
+    For real data ``samples`` takes the first N samples of the split.
+    """
+    if source != "synthetic":
+        return prepare_from_source(name, source, split, samples, geometry, num_classes)
+    if samples is None:
+        raise BadInput(f"workload.dataset.samples: required for a synthetic dataset ({name})")
+    return prepare_synthetic(name, split, samples, tuple(geometry), num_classes, seed)

@@ -66,7 +66,6 @@ def hash_split(folder: Path) -> str:
     return digest.hexdigest()
 
 
-_hash_files = hash_split  # the former private name
 
 
 def class_counts(labels: np.ndarray, num_classes: int) -> list[int]:
@@ -208,7 +207,6 @@ def find_cached(parent: Path, stem: str) -> PreparedSplit | None:
     return None
 
 
-_find_cached = find_cached  # the former private name
 
 
 def load_split(folder: Path) -> PreparedSplit:
@@ -322,19 +320,3 @@ def prepare_synthetic(name: str, split: str, samples: int, geometry: tuple[int, 
         meta = {"name": name, "split": split, "synthetic": True, "seed": seed, "num_classes": num_classes}
         folder, sha = writer.seal(meta)
     return PreparedSplit(name, split, folder, sha, samples, True)
-
-
-def prepare_split(name: str, source: str, split: str, samples: int | None, geometry: tuple[int, int, int], num_classes: int, seed: int) -> PreparedSplit:
-    """Prepare (or reuse from the cache) one split of a dataset in canonical form.
-
-    ``source``: ``synthetic`` (seeded, any name and geometry), ``prepared`` (what ``bench data
-    prepare NAME`` cached), or a path/URL of the dataset's archive or folder (prepared on the fly).
-    For real data ``samples`` takes the first N samples of the split.
-    """
-    if source != "synthetic":
-        from orchestrator.data.sources import prepare_from_source
-
-        return prepare_from_source(name, source, split, samples, geometry, num_classes)
-    if samples is None:
-        raise BadInput(f"workload.dataset.samples: required for a synthetic dataset ({name})")
-    return prepare_synthetic(name, split, samples, tuple(geometry), num_classes, seed)

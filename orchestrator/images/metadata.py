@@ -113,8 +113,8 @@ def dockerfile_default_base(meta: ImageMeta) -> str | None:
 
 
 def engine_library_version(root: Path | None = None) -> str:
-    """ENGINE_LIB_VERSION of images/common/bench_engine (read, not imported)."""
-    init = (root or images_dir()) / ENGINE_LIBRARY / "__init__.py"
+    """ENGINE_LIB_VERSION of images/common/bench_engine (read from its result module, not imported)."""
+    init = (root or images_dir()) / ENGINE_LIBRARY / "result.py"
     match = re.search(r"^ENGINE_LIB_VERSION\s*=\s*['\"]([^'\"]+)['\"]", init.read_text(), re.M)
     return match.group(1) if match else "unknown"
 

@@ -148,8 +148,3 @@ def repo_digest(image: Any, ref: str | None = None) -> str | None:
             if name == repository:
                 return digest
     return digests[0].partition("@")[2] if digests else None
-
-
-def leftover_containers(client: Any) -> list[Any]:
-    """Containers bench created that still exist (should always be none)."""
-    return client.containers.list(all=True, filters={"label": RUN_LABEL})

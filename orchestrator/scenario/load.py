@@ -12,6 +12,7 @@ import yaml
 from orchestrator.data.sources import check_workload_dataset
 from orchestrator.engines import discover
 from orchestrator.errors import BadInput
+from orchestrator.initweights import shared_archs
 from orchestrator.models import known_archs
 from orchestrator.paths import scenarios_dir
 from orchestrator.scenario import overrides as ov
@@ -178,8 +179,6 @@ def _semantic_checks(path: Path, doc: dict[str, Any]) -> None:
 
 def _check_parity_extras(path: Path, workload: dict[str, Any], matrix: dict[str, Any]) -> None:
     """init, reference, and warmup against every plan's steps (where the sample count is known)."""
-    from orchestrator.initweights import shared_archs
-
     arch = workload["model"]["arch"]
     if workload.get("init") == "shared" and arch not in shared_archs():
         raise BadInput(f"{path}: workload.init: shared initial weights exist for {', '.join(shared_archs())} only, not {arch!r}")

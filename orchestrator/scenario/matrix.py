@@ -9,6 +9,7 @@ from typing import Any
 from orchestrator.data import PreparedSplit
 from orchestrator.engines import discover
 from orchestrator.errors import BadInput
+from orchestrator.initweights import init_mode
 from orchestrator.models import trainable_parameters
 from orchestrator.scenario.load import Scenario
 
@@ -171,13 +172,6 @@ def check_plans(scenario: Scenario, plans: list[RunPlan], split: PreparedSplit, 
             raise BadInput(f"run {plan.run_id}: {exc}") from None
         except SchemaError as exc:
             raise BadInput(f"run {plan.run_id}: spec {exc.where}: {exc.detail}") from None
-
-
-def init_mode(workload: dict[str, Any]) -> str:
-    """workload.init, default shared where the arch has a shared layout (orchestrator.initweights)."""
-    from orchestrator.initweights import shared_archs
-
-    return workload.get("init") or ("shared" if workload["model"]["arch"] in shared_archs() else "framework")
 
 
 def reference_engine(scenario: Scenario) -> str:

@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from orchestrator.data.store import SplitWriter, hash_split, prepare_split, write_canonical
+from orchestrator.data.sources import prepare_split
+from orchestrator.data.store import SplitWriter, hash_split, write_canonical
 from orchestrator.data.synthetic import chunk_rows, fill_synthetic, synthetic_split
 
 

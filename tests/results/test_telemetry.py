@@ -36,7 +36,6 @@ def test_without_nvidia_ml_py(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     out = _monitor_run(run_dir, seconds=0.05)
     assert out == {"available": False, "reason": "nvidia-ml-py is not installed"}
     assert not (run_dir / "telemetry.csv").exists()
-    assert telemetry.gpu_facts()["available"] is False
 
 
 def test_without_driver(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -143,16 +142,6 @@ def test_sampler_survives_failing_reads(tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.setitem(sys.modules, "pynvml", fake)
     out = _monitor_run(_run_dir(tmp_path), seconds=0.1)
     assert out["available"] is True and out["util_pct"] == {"mean": None, "max": None}
-
-
-def test_register_is_idempotent(monkeypatch: pytest.MonkeyPatch) -> None:
-    from orchestrator import execute
-
-    monkeypatch.setattr(execute, "MONITORS", [])
-    telemetry.register()
-    telemetry.register()
-    assert execute.MONITORS == [telemetry.GpuTelemetry]
-    assert execute.MONITORS[0]().name == "gpu"
 
 
 def test_summary_energy_per_image(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

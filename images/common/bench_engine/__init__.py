@@ -11,6 +11,6 @@ failed result with a reason.
 
 from bench_engine.api import Engine, StepBatch, Workload
 from bench_engine.main import run_engine
+from bench_engine.result import ENGINE_LIB_VERSION
 
-__all__ = ["Engine", "StepBatch", "Workload", "run_engine"]
-ENGINE_LIB_VERSION = "1.0.0"
+__all__ = ["ENGINE_LIB_VERSION", "Engine", "StepBatch", "Workload", "run_engine"]

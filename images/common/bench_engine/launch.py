@@ -56,6 +56,7 @@ from bench_engine import progress
 from bench_engine.api import Engine, StepBatch, Workload
 from bench_engine.harness import latency_of, steady_of
 from bench_engine.lifeline import PARENT_ENV
+from bench_engine.result import base_result, cap_windows, log
 from bench_engine.watch import DUMP_WAIT_S, STACK_SIGNAL, RankWatch, kill_tree
 
 WORKER_ENV = "BENCH_WORKER"
@@ -307,7 +308,6 @@ def _describe_exit(code: int | None) -> str:
 
 def _stop_stalled(workers: list[_Worker], exits: queue.Queue[int]) -> None:
     """Ask every running worker for its stacks, give them :data:`DUMP_WAIT_S` to print, then end them all."""
-    from bench_engine.main import log
 
     running = [w for w in workers if w.code is None]
     if STACK_SIGNAL is not None:
@@ -321,7 +321,6 @@ def _stop_stalled(workers: list[_Worker], exits: queue.Queue[int]) -> None:
 
 def launch(engine: Engine, spec: dict[str, Any], spec_path: Path, result_path: Path) -> tuple[dict[str, Any], int]:
     """Run ``spec`` as ``engine.processes(spec)`` worker processes; return the single result and exit code."""
-    from bench_engine.main import cap_windows, log
 
     launch_wall = time.time()
     world = engine.processes(spec)
@@ -406,7 +405,6 @@ def launch(engine: Engine, spec: dict[str, Any], spec_path: Path, result_path: P
 def _failed(engine: Engine, spec: dict[str, Any], docs: list[dict[str, Any] | None], kind: str, message: str,
             trace: str | None) -> dict[str, Any]:
     """A failed result for the run: rank 0's environment and partial work when it wrote them."""
-    from bench_engine.main import base_result, cap_windows, log
 
     result = base_result(engine, spec)
     rank0 = docs[0] if docs else None

@@ -14,10 +14,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import signal
 import sys
-import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -30,9 +28,9 @@ from bench_engine.harness import Measurements, run_harness
 from bench_engine.initweights import InitError
 from bench_engine.launch import WORKER_KEY, WorkerInfo, inject_fault, launch, worker_info
 from bench_engine.lifeline import tie_to_parent
+from bench_engine.result import base_result, cap_windows, log, write_json_atomic
 from bench_engine.watch import SelfWatch, enable_stack_dumps
 
-RESULT_SCHEMA_VERSION = 1
 _START = time.perf_counter()
 _START_WALL = time.time()
 
@@ -41,44 +39,8 @@ class _Terminated(KeyboardInterrupt):
     """SIGTERM turned into an interrupt so the result is still written."""
 
 
-def write_json_atomic(path: Path, payload: dict[str, Any]) -> None:
-    """Write JSON through a temporary file in the same folder and rename it into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as handle:
-            json.dump(payload, handle, indent=2, sort_keys=False)
-            handle.write("\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _on_sigterm(signum: int, frame: Any) -> None:
     raise _Terminated()
-
-
-def log(message: str) -> None:
-    print(f"[bench-engine] {message}", file=sys.stderr, flush=True)
-
-
-def _base_environment(engine: Engine) -> dict[str, Any]:
-    from bench_engine import ENGINE_LIB_VERSION
-
-    return {
-        "framework": engine.framework,
-        "framework_version": "unknown",
-        "python": platform.python_version(),
-        "engine_version": ENGINE_LIB_VERSION,
-        "cuda": None,
-        "cudnn": None,
-        "driver": None,
-        "device_kind": "cpu",
-        "devices": [],
-    }
 
 
 READBACK_KEYS = ("mode", "arch", "num_classes", "input_shape", "param_dtypes", "observed", "optimizer", "loss", "init",
@@ -127,25 +89,6 @@ def _measurements(setup_s: float, workload: Any, measured: Measurements) -> dict
     if latency:
         out["latency_ms"] = latency
     return out
-
-
-def cap_windows(measurements: dict[str, Any], limit: int) -> None:
-    """Keep at most ``limit`` timing windows in the file, evenly spaced (totals use them all)."""
-    windows = measurements.get("windows") or []
-    if len(windows) > limit:
-        stride = len(windows) / limit
-        measurements["windows"] = [windows[int(i * stride)] for i in range(limit)]
-
-
-def base_result(engine: Engine, spec: dict[str, Any]) -> dict[str, Any]:
-    """The result document before anything ran."""
-    return {
-        "schema_version": RESULT_SCHEMA_VERSION,
-        "run_id": spec["run_id"],
-        "engine": engine.name,
-        "status": "ok",
-        "environment": _base_environment(engine),
-    }
 
 
 def execute(engine: Engine, spec: dict[str, Any], worker: WorkerInfo | None = None) -> tuple[dict[str, Any], int]:

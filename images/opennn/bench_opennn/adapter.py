@@ -19,10 +19,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench_engine import ENGINE_LIB_VERSION
 from bench_engine.data import CANONICAL_FILES, DatasetError, split_sha256
 from bench_engine.harness import steady_of
-from bench_engine.main import RESULT_SCHEMA_VERSION, cap_windows, read_command_line, write_json_atomic
+from bench_engine.main import read_command_line
+from bench_engine.result import ENGINE_LIB_VERSION, RESULT_SCHEMA_VERSION, cap_windows, write_json_atomic
 from bench_opennn.events import DriverEvents, parse_events
 from bench_opennn.locate import DriverMissing, find_driver, sources
 from bench_opennn.plan import Switches, UnsupportedSchedule, check_schedule, plan_text, resolve_switches

@@ -27,7 +27,7 @@ from torch import nn
 from bench_engine import progress
 from bench_engine.api import UnsupportedError
 from bench_engine.launch import WorkerInfo, worker_info
-from bench_engine.main import log
+from bench_engine.result import log
 
 DEFAULT_TIMEOUT_S = 900.0  # collectives and rendezvous; the launcher stops a run with a dead worker sooner
 

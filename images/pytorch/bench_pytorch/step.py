@@ -155,7 +155,7 @@ class GraphRunner:
             self.graph, self.static_out = None, None
 
     def _capture(self) -> None:
-        from bench_engine.main import log
+        from bench_engine.result import log
 
         started = time.perf_counter()
         log("CUDA graph: capturing the whole step")  # a hang from here on is in the capture (stacks: _capture)

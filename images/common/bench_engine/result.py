@@ -1,0 +1,70 @@
+"""The engine-result document's common parts: its version, the record every result starts from,
+the window cap, the engine log line and the atomic writer (used by the entrypoint and the launcher)."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from bench_engine.api import Engine
+
+RESULT_SCHEMA_VERSION = 1
+ENGINE_LIB_VERSION = "1.0.0"
+
+
+def write_json_atomic(path: Path, payload: dict[str, Any]) -> None:
+    """Write JSON through a temporary file in the same folder and rename it into place."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            json.dump(payload, handle, indent=2, sort_keys=False)
+            handle.write("\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def log(message: str) -> None:
+    print(f"[bench-engine] {message}", file=sys.stderr, flush=True)
+
+
+def base_environment(engine: Engine) -> dict[str, Any]:
+    return {
+        "framework": engine.framework,
+        "framework_version": "unknown",
+        "python": platform.python_version(),
+        "engine_version": ENGINE_LIB_VERSION,
+        "cuda": None,
+        "cudnn": None,
+        "driver": None,
+        "device_kind": "cpu",
+        "devices": [],
+    }
+
+
+def cap_windows(measurements: dict[str, Any], limit: int) -> None:
+    """Keep at most ``limit`` timing windows in the file, evenly spaced (totals use them all)."""
+    windows = measurements.get("windows") or []
+    if len(windows) > limit:
+        stride = len(windows) / limit
+        measurements["windows"] = [windows[int(i * stride)] for i in range(limit)]
+
+
+def base_result(engine: Engine, spec: dict[str, Any]) -> dict[str, Any]:
+    """The result document before anything ran."""
+    return {
+        "schema_version": RESULT_SCHEMA_VERSION,
+        "run_id": spec["run_id"],
+        "engine": engine.name,
+        "status": "ok",
+        "environment": base_environment(engine),
+    }

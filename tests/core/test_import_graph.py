@@ -1,0 +1,113 @@
+"""The modules stand in layers: no import cycle among orchestrator/ and images/common/ (lazy imports count)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = {"orchestrator": ROOT / "orchestrator", "bench_engine": ROOT / "images" / "common" / "bench_engine"}
+
+
+def module_files(packages: dict[str, Path]) -> dict[str, Path]:
+    """Dotted module name -> file, for every module of ``packages``."""
+    out = {}
+    for package, root in packages.items():
+        for path in sorted(root.rglob("*.py")):
+            parts = [package, *path.relative_to(root).with_suffix("").parts]
+            if parts[-1] == "__init__":
+                parts.pop()
+            out[".".join(parts)] = path
+    return out
+
+
+def _imported(name: str, path: Path, node: ast.AST, known: dict[str, Path]) -> set[str]:
+    if isinstance(node, ast.Import):
+        return {alias.name for alias in node.names}
+    if not isinstance(node, ast.ImportFrom):
+        return set()
+    module = node.module or ""
+    if node.level:
+        base = name.split(".")
+        if path.name != "__init__.py":
+            base.pop()
+        base = base[: len(base) - node.level + 1]
+        module = ".".join([*base, module] if module else base)
+    # `from package import submodule` depends on the submodule; `from module import name` on the module
+    submodules = {f"{module}.{alias.name}" for alias in node.names} & set(known)
+    return submodules if len(submodules) == len(node.names) else submodules | {module}
+
+
+def import_graph(files: dict[str, Path]) -> dict[str, set[str]]:
+    """Module -> the modules of ``files`` it imports anywhere in its body (functions included)."""
+    graph = {}
+    for name, path in files.items():
+        deps: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            deps |= _imported(name, path, node, files)
+        graph[name] = {dep for dep in deps if dep in files and dep != name}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_no_import_cycle() -> None:
+    graph = import_graph(module_files(PACKAGES))
+    assert len(graph) > 60  # both packages were read
+    assert cycles(graph) == []
+
+
+def test_a_lazy_import_back_is_a_cycle(tmp_path: Path) -> None:
+    """The check can fail: a function-level import that closes a loop is found, a one-way import is not."""
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("from pkg.b import thing\n")
+    (package / "b.py").write_text("thing = 1\n\ndef late():\n    from . import c\n")
+    (package / "c.py").write_text("import pkg.d\n")
+    (package / "d.py").write_text("def back():\n    from pkg import b\n")
+    graph = import_graph(module_files({"pkg": package}))
+    assert graph["pkg.a"] == {"pkg.b"} and graph["pkg.b"] == {"pkg.c"}
+    assert cycles(graph) == [["pkg.b", "pkg.c", "pkg.d"]]
+    (package / "d.py").write_text("value = 2\n")
+    assert cycles(import_graph(module_files({"pkg": package}))) == []
