@@ -357,7 +357,8 @@ def test_precision_policy() -> None:
 
 
 def test_out_of_memory_and_version_helpers() -> None:
-    from bench_jax.engine import JaxEngine, _version_text
+    from bench_engine.hardware import cuda_version_text, cudnn_version_text
+    from bench_jax.engine import JaxEngine
 
     engine = JaxEngine()
     assert engine.is_out_of_memory(RuntimeError("RESOURCE_EXHAUSTED: Out of memory while trying to allocate 1.2GiB"))
@@ -369,8 +370,8 @@ def test_out_of_memory_and_version_helpers() -> None:
     except RuntimeError as wrapped:
         assert engine.is_out_of_memory(wrapped)
     assert not engine.is_out_of_memory(ValueError("shapes do not match"))
-    assert (_version_text(12080), _version_text(90800, cudnn=True), _version_text(8907, cudnn=True)) == ("12.8", "9.8.0", "8.9.7")
-    assert _version_text(None) is None
+    assert (cuda_version_text(12080), cudnn_version_text(90800), cudnn_version_text(8907)) == ("12.8", "9.8.0", "8.9.7")
+    assert cuda_version_text(None) is None and cudnn_version_text(0) is None
 
 
 # ----------------------------------------------------------------------------- engine runs (subprocesses)

@@ -37,6 +37,7 @@ import numpy as np
 from bench_engine.api import LOSS_STEPS, Engine, StepBatch, UnsupportedError, Workload
 from bench_engine.data import Dataset, DatasetError, normalize
 from bench_engine.dispatch import StepQueue, planned_dispatches
+from bench_engine.hardware import cpu_name, cuda_version_text, cudnn_version_text, has_tf32
 from bench_engine.nvidia import driver_version
 
 PRECISIONS = ("fp32", "tf32", "bf16")
@@ -363,28 +364,6 @@ def _resolve_devices(kind: str) -> tuple[str, list[Any]]:
     return "cpu", jax.devices("cpu")
 
 
-def _cpu_name() -> str | None:
-    try:
-        with open("/proc/cpuinfo") as handle:
-            for line in handle:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return None
-
-
-def _version_text(value: int | None, cudnn: bool = False) -> str | None:
-    """12080 -> '12.8' (CUDA); 90800 -> '9.8.0' and 8907 -> '8.9.7' (cuDNN)."""
-    if not value:
-        return None
-    if cudnn:
-        if value >= 10000:
-            return f"{value // 10000}.{value % 10000 // 100}.{value % 100}"
-        return f"{value // 1000}.{value % 1000 // 100}.{value % 100}"
-    return f"{value // 1000}.{value % 1000 // 10}"
-
-
 def _cuda_versions() -> tuple[str | None, str | None]:
     try:
         from jax._src.lib import cuda_versions  # private, but what jax itself uses
@@ -395,7 +374,7 @@ def _cuda_versions() -> tuple[str | None, str | None]:
     out: list[str | None] = []
     for getter, cudnn in (("cuda_runtime_get_version", False), ("cudnn_get_version", True)):
         try:
-            out.append(_version_text(getattr(cuda_versions, getter)(), cudnn))
+            out.append((cudnn_version_text if cudnn else cuda_version_text)(getattr(cuda_versions, getter)()))
         except Exception:
             out.append(None)
     return out[0], out[1]
@@ -405,13 +384,7 @@ def _tf32_capable(kind: str, devices: list[Any]) -> bool:
     """Whether the device has TF32 tensor cores (NVIDIA compute capability 8.0 or newer)."""
     if kind != "cuda" or not devices:
         return False
-    capability = getattr(devices[0], "compute_capability", None)
-    if capability is None:
-        return True
-    try:
-        return float(str(capability).split(".")[0]) >= 8
-    except ValueError:
-        return True
+    return has_tf32(getattr(devices[0], "compute_capability", None))
 
 
 @dataclass(frozen=True)
@@ -492,7 +465,7 @@ class JaxEngine(Engine):
             extra["xla_flags"] = os.environ["XLA_FLAGS"]
         names = [d.device_kind for d in devices]
         if kind == "cpu":
-            names = [_cpu_name() or d.device_kind for d in devices]
+            names = [cpu_name() for d in devices]
         return {
             "framework": self.framework,
             "framework_version": jax.__version__,

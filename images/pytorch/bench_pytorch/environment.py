@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import os
-import platform
-from pathlib import Path
 from typing import Any
 
 import torch
 
 from bench_engine.api import UnsupportedError
+from bench_engine.hardware import cpu_name, cudnn_version_text
 from bench_engine.nvidia import driver_version
 
 
@@ -21,27 +20,6 @@ def resolve_device(requested: str) -> torch.device:
     if requested == "cuda" or (requested == "auto" and available):
         return torch.device("cuda", torch.cuda.current_device())
     return torch.device("cpu")
-
-
-def _cudnn_version() -> str | None:
-    if not torch.backends.cudnn.is_available():
-        return None
-    version = torch.backends.cudnn.version()
-    if version is None:
-        return None
-    # cuDNN 9 encodes major*10000 + minor*100 + patch; cuDNN 8 major*1000 + minor*100 + patch
-    major, rest = divmod(version, 10000) if version >= 90000 else divmod(version, 1000)
-    return f"{major}.{rest // 100}.{rest % 100}"
-
-
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "cpu"
 
 
 def run_device(spec: dict[str, Any]) -> torch.device:
@@ -67,7 +45,7 @@ def describe(spec: dict[str, Any]) -> dict[str, Any]:
         major, minor = torch.cuda.get_device_capability(device)
         extra.update(cuda_device_count=torch.cuda.device_count(), compute_capability=f"{major}.{minor}")
     else:
-        devices = [_cpu_name()] * world  # one CPU worker per device
+        devices = [cpu_name()] * world  # one CPU worker per device
     if worker is not None:
         extra["distributed"] = {"world_size": worker.world_size, "processes": worker.world_size,
                                 "backend": "nccl" if device.type == "cuda" else "gloo",
@@ -76,7 +54,7 @@ def describe(spec: dict[str, Any]) -> dict[str, Any]:
     return {
         "framework_version": torch.__version__,
         "cuda": torch.version.cuda,
-        "cudnn": _cudnn_version(),
+        "cudnn": cudnn_version_text(torch.backends.cudnn.version()) if torch.backends.cudnn.is_available() else None,
         "driver": driver_version(),
         "device_kind": device.type,
         "devices": devices,

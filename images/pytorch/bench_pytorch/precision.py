@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from bench_engine.api import UnsupportedError
+from bench_engine.hardware import has_tf32
 
 _AUTOCAST = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -64,7 +65,7 @@ def apply_precision(name: str, device: torch.device, training: bool) -> Precisio
     cuda = device.type == "cuda"
     if name in ("tf32", "fp16") and not cuda:
         raise UnsupportedError(f"precision {name} needs CUDA (device is {device.type})")
-    tf32_capable = cuda and torch.cuda.get_device_capability(device)[0] >= 8
+    tf32_capable = cuda and has_tf32(torch.cuda.get_device_capability(device)[0])
     if name == "tf32" and not tf32_capable:
         raise UnsupportedError("precision tf32 needs TF32 tensor cores (an Ampere or newer GPU)")
     if name == "bf16" and cuda and not torch.cuda.is_bf16_supported():

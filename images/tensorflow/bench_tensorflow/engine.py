@@ -51,7 +51,6 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow is first imported
 
-import platform
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -59,6 +58,7 @@ from typing import Any
 from bench_engine.api import LOSS_STEPS, Engine, StepBatch, UnsupportedError, Workload
 from bench_engine.data import Dataset, DatasetError, normalize
 from bench_engine.dispatch import StepQueue, planned_dispatches
+from bench_engine.hardware import cpu_name, has_tf32
 from bench_engine.initweights import resolve_init
 from bench_engine.nvidia import driver_version
 from bench_tensorflow.model import build_model, count_trainable
@@ -85,15 +85,13 @@ def _options(spec: dict[str, Any]) -> dict[str, Any]:
     return options
 
 
-def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as handle:
-            for line in handle:
-                if line.lower().startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "cpu"
+def _capability_major(tf: Any) -> int | None:
+    """The first GPU's compute-capability major version as TensorFlow reports it (None: not reported)."""
+    gpus = tf.config.list_physical_devices("GPU")
+    if not gpus:
+        return None
+    capability = (tf.config.experimental.get_device_details(gpus[0]) or {}).get("compute_capability")
+    return int(capability[0]) if capability else None
 
 
 def configure_devices(tf: Any, kind: str, world: int) -> list[str]:
@@ -563,7 +561,7 @@ class TensorFlowEngine(Engine):
             env["devices"] = names
             env["driver"] = driver_version()
         else:
-            env["devices"] = [_cpu_name()] * world  # logical CPU devices of one host CPU when world > 1
+            env["devices"] = [cpu_name()] * world  # logical CPU devices of one host CPU when world > 1
         if world > 1:
             env["extra"]["distribute"] = {"strategy": "MirroredStrategy", "devices": self.devices,
                                           "all_reduce": _all_reduce_name(self.device_kind)}
@@ -583,6 +581,8 @@ class TensorFlowEngine(Engine):
         optimized = spec["path"] == "optimized"
         if precision in ("fp16", "tf32") and self.device_kind != "cuda":
             raise UnsupportedError(f"precision {precision} needs a CUDA GPU (TF32 and fast fp16 do not exist on CPU)")
+        if precision == "tf32" and not has_tf32(_capability_major(tf)):
+            raise UnsupportedError("precision tf32 needs TF32 tensor cores (an Ampere or newer GPU)")
         expected_shape = (parity["input"]["height"], parity["input"]["width"], parity["input"]["channels"])
         if tuple(data.images.shape[1:]) != expected_shape:
             raise DatasetError(f"dataset images are {tuple(data.images.shape[1:])}, the spec's input is {expected_shape}")
