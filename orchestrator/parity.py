@@ -6,6 +6,8 @@ import math
 from collections import Counter, defaultdict
 from typing import Any
 
+from bench_engine import schedule
+
 Mismatch = dict[str, Any]
 
 # precision name -> (compute dtype, parameter dtype, TF32 allowed)
@@ -30,11 +32,8 @@ def canonical_dtype(name: str) -> str:
 
 
 def expected_samples(spec: dict[str, Any]) -> int:
-    """Samples the spec asks for, counting a kept partial batch with its real size."""
-    parity = spec["parity"]
-    batch, samples = parity["batch"]["global"], parity["dataset"]["samples"]
-    per_epoch = sum(min(batch, samples - i * batch) for i in range(parity["steps_per_epoch"]))
-    return parity["epochs"] * per_epoch
+    """Samples the spec asks for, counting a kept partial batch with its real size (bench_engine.schedule)."""
+    return schedule.expected_samples(spec["parity"])
 
 
 def _mismatch(field: str, expected: Any, actual: Any, against: str = "spec") -> Mismatch:

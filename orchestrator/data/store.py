@@ -29,10 +29,10 @@ from typing import Any
 import numpy as np
 from numpy.lib import format as npformat
 
+from bench_engine.data import CANONICAL_FILES
 from orchestrator.data.synthetic import fill_synthetic
 from orchestrator.errors import BadInput
 
-CANONICAL_FILES = ("images.npy", "labels.npy")
 META_FILE = "dataset.json"
 DOWNLOADS = "_downloads"
 _COPY_BYTES = 64 << 20
@@ -56,14 +56,6 @@ def geometry_tag(geometry: tuple[int, int, int] | list[int]) -> str:
     return "x".join(str(int(v)) for v in geometry)
 
 
-def hash_split(folder: Path) -> str:
-    """sha256 of a canonical split folder: images.npy bytes then labels.npy bytes."""
-    digest = hashlib.sha256()
-    for name in CANONICAL_FILES:
-        with open(folder / name, "rb") as handle:
-            while chunk := handle.read(8 << 20):
-                digest.update(chunk)
-    return digest.hexdigest()
 
 
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
+from bench_engine.schedule import steps_per_epoch
 from orchestrator.data import PreparedSplit
 from orchestrator.engines import discover
 from orchestrator.errors import BadInput
@@ -70,10 +70,6 @@ def expand(scenario: Scenario, engines: list[str] | None = None, precisions: lis
                         for count in device_axis:
                             plans.append(RunPlan(engine, precision, path, batch, count, repeat, skip))
     return plans
-
-
-def steps_per_epoch(samples: int, global_batch: int, drop_last: bool) -> int:
-    return samples // global_batch if drop_last else math.ceil(samples / global_batch)
 
 
 def optimizer_block(optimizer: dict[str, Any]) -> dict[str, Any]:

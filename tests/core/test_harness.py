@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from bench_engine.api import StepBatch, Workload
-from bench_engine.harness import Measurements, batches_of_epoch, run_harness
+from bench_engine.harness import Measurements, run_harness
 from bench_engine.main import execute
+from bench_engine.schedule import batches_of_epoch
 from orchestrator.schemas import validate
 
 

@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from bench_engine.schedule import steps_per_epoch
 from orchestrator.errors import BadInput
 from orchestrator.scenario import expand, load_scenario
-from orchestrator.scenario.matrix import build_spec, steps_per_epoch
+from orchestrator.scenario.matrix import build_spec
 from orchestrator.schemas import validate
 
 SEED = Path(__file__).resolve().parents[2] / "scenarios" / "cifar_resnet50.yaml"

@@ -9,9 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bench_engine.data import split_sha256
 from orchestrator.data import cifar10
 from orchestrator.data.sources import prepare_named
-from orchestrator.data.store import hash_split, list_splits
+from orchestrator.data.store import list_splits
 from orchestrator.errors import BadInput
 from tests.data.cifar_fixture import LABEL_NAMES, TOP, batch_members, sha256_of, to_nhwc, write_tar
 
@@ -50,7 +51,7 @@ def test_prepare_converts_hashes_and_counts(bench, cache, cifar_archive):
         assert doc["class_counts"][split] == expected
         assert sum(expected.values()) == doc["samples"][split]
     train = Path(doc["splits"]["train"]["path"])
-    assert hash_split(train) == doc["splits"]["train"]["sha256"]
+    assert split_sha256(train) == doc["splits"]["train"]["sha256"]
     images = np.load(train / "images.npy")
     assert images.dtype == np.uint8 and images.shape == (100, 32, 32, 3)
     np.testing.assert_array_equal(images, to_nhwc(cifar_archive.train_rows))

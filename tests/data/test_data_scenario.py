@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bench_engine.data import split_sha256
 from orchestrator.data.sources import prepare_named
-from orchestrator.data.store import hash_split
 from orchestrator.errors import BadInput
 from orchestrator.execute import prepare_dataset
 from orchestrator.scenario import load_scenario
@@ -30,7 +30,7 @@ def test_prepared_source_resolves_to_the_first_n_samples_of_the_prepared_split(c
     split = prepare_dataset(scenario("workload.dataset.source=prepared", "workload.dataset.samples=40"))
     assert (split.name, split.split, split.samples, split.synthetic) == ("cifar10", "train", 40, False)
     assert split.path.parent == full.parent and split.path != full
-    assert split.sha256 == hash_split(split.path) != doc["splits"]["train"]["sha256"]
+    assert split.sha256 == split_sha256(split.path) != doc["splits"]["train"]["sha256"]
     np.testing.assert_array_equal(np.load(split.path / "images.npy"), np.load(full / "images.npy")[:40])
     np.testing.assert_array_equal(np.load(split.path / "labels.npy"), np.load(full / "labels.npy")[:40])
     meta = json.loads((split.path / "dataset.json").read_text())
@@ -77,7 +77,7 @@ def test_archive_path_source_is_prepared_on_the_fly(cache, cifar_archive):
 
 def test_synthetic_source_unchanged(cache):
     split = prepare_dataset(scenario("workload.dataset.samples=32"))
-    assert split.synthetic and split.samples == 32 and split.sha256 == hash_split(split.path)
+    assert split.synthetic and split.samples == 32 and split.sha256 == split_sha256(split.path)
 
 
 @pytest.mark.skipif(not all(p.is_dir() for p in FAKE_ENGINES) or not FAKE_SCENARIO.is_file(), reason="fake engines not present")
@@ -100,7 +100,7 @@ def test_scenario_run_on_prepared_cifar10_passes_parity(cache, cifar_archive, be
         engine_result = json.loads(next(artifact.glob("runs/*/result.json")).read_text())
         dataset = spec["parity"]["dataset"]
         assert dataset["name"] == "cifar10" and dataset["samples"] == 64 and dataset["synthetic"] is False
-        assert engine_result["work"]["dataset_sha256"] == dataset["sha256"] == hash_split(Path(dataset["path"]))
+        assert engine_result["work"]["dataset_sha256"] == dataset["sha256"] == split_sha256(Path(dataset["path"]))
         run = json.loads(next(artifact.glob("runs/*/run.json")).read_text())
         assert run["status"] == "ok" and run["parity"]["ok"]
     finally:

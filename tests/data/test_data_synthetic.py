@@ -9,8 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bench_engine.data import split_sha256
 from orchestrator.data.sources import prepare_split
-from orchestrator.data.store import SplitWriter, hash_split, write_canonical
+from orchestrator.data.store import SplitWriter, write_canonical
 from orchestrator.data.synthetic import chunk_rows, fill_synthetic, synthetic_split
 
 
@@ -33,7 +34,7 @@ def test_streamed_generation_equals_one_shot(tmp_path, geometry, rows):
     with SplitWriter(tmp_path, "s", 37, geometry) as writer:
         fill_synthetic(writer, 10, 5, rows=rows)
         folder, sha = writer.seal({"name": "x", "split": "train", "num_classes": 10})
-    assert sha == canonical_sha(images, labels) == hash_split(folder)
+    assert sha == canonical_sha(images, labels) == split_sha256(folder)
     np.testing.assert_array_equal(np.load(folder / "images.npy"), images)
     np.testing.assert_array_equal(np.load(folder / "labels.npy"), labels)
 

@@ -22,18 +22,7 @@ from typing import Any
 
 from bench_engine.api import StepBatch, Workload
 from bench_engine.progress import Heartbeat, current
-
-
-def batches_of_epoch(epoch: int, samples: int, batch: int, steps_per_epoch: int) -> list[StepBatch]:
-    """The steps of one epoch; the last is partial when the dataset does not divide evenly."""
-    out = []
-    for index in range(steps_per_epoch):
-        start = index * batch
-        size = min(batch, samples - start)
-        if size <= 0:
-            raise ValueError(f"step {index} of epoch {epoch} starts past the dataset ({samples} samples)")
-        out.append(StepBatch(epoch=epoch, index=index, start=start, size=size))
-    return out
+from bench_engine.schedule import batches_of_epoch, epoch_samples
 
 
 @dataclass(frozen=True)
@@ -172,8 +161,7 @@ def run_harness(workload: Workload, spec: dict[str, Any], samples: int, measured
 
 
 def _epoch_samples(spec: dict[str, Any], samples: int, world_size: int, epoch: int) -> int:
-    batch = spec["parity"]["batch"]["per_device"] * world_size
-    return sum(b.size for b in batches_of_epoch(epoch, samples, batch, spec["parity"]["steps_per_epoch"]))
+    return epoch_samples(samples, spec["parity"]["batch"]["per_device"] * world_size, spec["parity"]["steps_per_epoch"])
 
 
 def _count(measured: Measurements, block: list[StepBatch]) -> None:

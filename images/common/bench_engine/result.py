@@ -17,20 +17,24 @@ RESULT_SCHEMA_VERSION = 1
 ENGINE_LIB_VERSION = "1.0.0"
 
 
-def write_json_atomic(path: Path, payload: dict[str, Any]) -> None:
-    """Write JSON through a temporary file in the same folder and rename it into place."""
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write through a temporary file in the same folder, fsync, then rename into place: never half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "w") as handle:
-            json.dump(payload, handle, indent=2, sort_keys=False)
-            handle.write("\n")
+            handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_json_atomic(path: Path, payload: dict[str, Any]) -> None:
+    """Write ``payload`` as indented JSON atomically."""
+    write_text_atomic(path, json.dumps(payload, indent=2) + "\n")
 
 
 def log(message: str) -> None:

@@ -1,7 +1,7 @@
 """Data parallelism: which samples of each global batch every device (rank) trains on.
 
 The harness walks the dataset in global batches of ``per_device x world_size`` samples
-(:func:`bench_engine.harness.batches_of_epoch`). Device ``r`` of ``world`` takes the ``r``-th
+(:func:`bench_engine.schedule.batches_of_epoch`). Device ``r`` of ``world`` takes the ``r``-th
 contiguous share of every global batch: samples ``start + r*share .. start + (r+1)*share`` with
 ``share = size / world`` (= the per-device batch for a full batch). A kept partial batch
 (``drop_last`` false) is split the same way and must therefore divide by the device count;
@@ -24,7 +24,7 @@ import numpy as np
 
 from bench_engine.api import StepBatch, UnsupportedError
 from bench_engine.data import Dataset
-from bench_engine.harness import batches_of_epoch
+from bench_engine.schedule import batches_of_epoch
 
 
 @dataclass(frozen=True)
