@@ -28,11 +28,20 @@ from __future__ import annotations
 import csv
 import itertools
 import json
-import os
 import threading
 import time
 from pathlib import Path
 from typing import Any
+
+from orchestrator.gpus import (
+    device_facts,
+    driver_facts,
+    load_nvml,
+    nvml_call,
+    requested_devices,
+    resolve_handles,
+    runtime_name,
+)
 
 CSV_NAME = "telemetry.csv"
 DEFAULT_INTERVAL_S = 0.15
@@ -53,128 +62,6 @@ def throttle_names(mask: int | None) -> list[str]:
     names = [name for bit, name in THROTTLE_BITS.items() if mask & bit]
     unknown = mask & ~sum(THROTTLE_BITS)
     return [*names, f"0x{unknown:x}"] if unknown else names
-
-
-def _text(value: Any) -> str | None:
-    if value is None:
-        return None
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def _safe(call: Any, *args: Any) -> Any:
-    """A field the GPU or driver does not support reads as None."""
-    try:
-        return call(*args)
-    except Exception:
-        return None
-
-
-def _first(value: Any) -> Any:
-    return value[0] if isinstance(value, list | tuple) else value
-
-
-def _load_nvml() -> tuple[Any, str | None]:
-    """(pynvml module initialised, None) or (None, why not)."""
-    try:
-        import pynvml
-    except ImportError:
-        return None, "nvidia-ml-py is not installed"
-    try:
-        pynvml.nvmlInit()
-    except Exception as exc:
-        return None, f"NVML unavailable ({exc.__class__.__name__}): no NVIDIA driver/GPU"
-    return pynvml, None
-
-
-def _runtime(settings: dict[str, Any]) -> str | None:
-    return (settings.get("checked") or {}).get("name") or settings.get("runtime")
-
-
-def requested_devices(settings: dict[str, Any]) -> list[str] | None:
-    """The GPUs a run may use, as given (indices or UUIDs), or None for all.
-
-    ``visible_devices`` first ('all' or empty: every GPU); for a process on this host (local runtime)
-    also ``CUDA_VISIBLE_DEVICES`` of its environment; a container gets every GPU unless told otherwise.
-    """
-    visible = settings.get("visible_devices")
-    if visible is None and _runtime(settings) != "docker":
-        visible = (settings.get("env") or {}).get("CUDA_VISIBLE_DEVICES", os.environ.get("CUDA_VISIBLE_DEVICES"))
-    if visible is None or visible == "" or visible == "all":
-        return None
-    items = visible.split(",") if isinstance(visible, str) else list(visible) if isinstance(visible, list | tuple) else [visible]
-    return [str(item).strip() for item in items if str(item).strip()]
-
-
-def resolve_handles(nvml: Any, wanted: list[str] | None) -> tuple[list[tuple[int, Any]], list[str]]:
-    """[(nvml index, handle)] of the wanted GPUs and notes about entries that could not be resolved."""
-    count = int(nvml.nvmlDeviceGetCount())
-    if wanted is None:
-        return [(i, nvml.nvmlDeviceGetHandleByIndex(i)) for i in range(count)], []
-    by_uuid: dict[str, int] = {}
-    for i in range(count):
-        uuid = _text(_safe(nvml.nvmlDeviceGetUUID, nvml.nvmlDeviceGetHandleByIndex(i)))
-        if uuid:
-            by_uuid[uuid] = i
-    chosen: list[int] = []
-    notes: list[str] = []
-    for item in wanted:
-        if item.isdigit() and int(item) < count:
-            index: int | None = int(item)
-        else:
-            index = by_uuid.get(item)
-            if index is None and item.startswith("GPU-"):  # CUDA accepts a unique UUID prefix
-                index = next((i for u, i in by_uuid.items() if u.startswith(item)), None)
-        if index is None:
-            notes.append(f"visible device {item!r} is not an NVML GPU")
-            if item.isdigit():
-                break  # CUDA ignores every entry after an invalid one
-            continue
-        if index not in chosen:
-            chosen.append(index)
-    return [(i, nvml.nvmlDeviceGetHandleByIndex(i)) for i in chosen], notes
-
-
-def device_facts(nvml: Any, index: int, handle: Any) -> dict[str, Any]:
-    """Static facts of one GPU; unsupported fields are None."""
-    memory = _safe(nvml.nvmlDeviceGetMemoryInfo, handle)
-    power_limit = _safe(nvml.nvmlDeviceGetPowerManagementLimit, handle)
-    enforced = _safe(nvml.nvmlDeviceGetEnforcedPowerLimit, handle) if hasattr(nvml, "nvmlDeviceGetEnforcedPowerLimit") else None
-    capability = _safe(nvml.nvmlDeviceGetCudaComputeCapability, handle) if hasattr(nvml, "nvmlDeviceGetCudaComputeCapability") else None
-    pci = _safe(nvml.nvmlDeviceGetPciInfo, handle) if hasattr(nvml, "nvmlDeviceGetPciInfo") else None
-    sm, mem = getattr(nvml, "NVML_CLOCK_SM", 1), getattr(nvml, "NVML_CLOCK_MEM", 2)
-    ecc = _safe(nvml.nvmlDeviceGetEccMode, handle)
-    mig = _safe(nvml.nvmlDeviceGetMigMode, handle)
-
-    def optional(name: str, *args: Any) -> Any:
-        call = getattr(nvml, name, None)
-        return _safe(call, handle, *args) if call else None
-
-    energy = optional("nvmlDeviceGetTotalEnergyConsumption")
-    return {
-        "index": index,
-        "name": _text(_safe(nvml.nvmlDeviceGetName, handle)),
-        "uuid": _text(_safe(nvml.nvmlDeviceGetUUID, handle)),
-        "pci_bus_id": _text(getattr(pci, "busId", None)) if pci is not None else None,
-        "compute_capability": f"{capability[0]}.{capability[1]}" if isinstance(capability, list | tuple) and len(capability) == 2 else None,
-        "memory_total_bytes": int(memory.total) if memory is not None else None,
-        "power_limit_w": power_limit / 1000.0 if power_limit else None,
-        "enforced_power_limit_w": enforced / 1000.0 if enforced else None,
-        "sm_clock_mhz": optional("nvmlDeviceGetClockInfo", sm),
-        "mem_clock_mhz": optional("nvmlDeviceGetClockInfo", mem),
-        "sm_clock_max_mhz": optional("nvmlDeviceGetMaxClockInfo", sm),
-        "mem_clock_max_mhz": optional("nvmlDeviceGetMaxClockInfo", mem),
-        "sm_clock_applications_mhz": optional("nvmlDeviceGetApplicationsClock", sm),
-        "persistence_mode": _safe(nvml.nvmlDeviceGetPersistenceMode, handle),
-        "mig_mode": _first(mig),
-        "ecc_mode": _first(ecc),
-        "energy_counter": energy is not None,
-    }
-
-
-def _driver(nvml: Any) -> dict[str, Any]:
-    cuda = _safe(nvml.nvmlSystemGetCudaDriverVersion)
-    return {"driver": _text(_safe(nvml.nvmlSystemGetDriverVersion)),
-            "cuda_driver": f"{cuda // 1000}.{(cuda % 1000) // 10}" if isinstance(cuda, int) else None}
 
 
 def _run_spec(run_dir: Path) -> dict[str, Any]:
@@ -225,7 +112,7 @@ class GpuTelemetry:
         if settings.get("telemetry") is False:
             self._reason = "disabled (telemetry: false)"
             return
-        if _runtime(settings) == "slurm":
+        if runtime_name(settings) == "slurm":
             self._reason = "runtime slurm: the job runs on a cluster node whose GPUs this host cannot sample"
             return
         spec = _run_spec(run_dir)
@@ -234,7 +121,7 @@ class GpuTelemetry:
             return
         interval = self.interval_s or settings.get("telemetry_interval_s") or DEFAULT_INTERVAL_S
         self.interval_s = max(0.01, float(interval))
-        nvml, why = _load_nvml()
+        nvml, why = load_nvml()
         if nvml is None:
             self._reason = why
             return
@@ -249,9 +136,9 @@ class GpuTelemetry:
         if requested_devices(settings) is None and isinstance(used, int) and used < len(handles):
             self._notes.append(f"sampled all {len(handles)} GPUs of the host while the run uses {used}; "
                                "set visible_devices to restrict telemetry and energy to the run's GPUs")
-        self._facts = {**_driver(nvml), "devices": [device_facts(nvml, i, h) for i, h in handles]}
+        self._facts = {**driver_facts(nvml), "devices": [device_facts(nvml, i, h) for i, h in handles]}
         energy_call = getattr(nvml, "nvmlDeviceGetTotalEnergyConsumption", None)
-        self._energy_start = {i: (_safe(energy_call, h) if energy_call else None) for i, h in handles}
+        self._energy_start = {i: (nvml_call(energy_call, h) if energy_call else None) for i, h in handles}
         self._csv_path = run_dir / CSV_NAME
         self._reason = None
         self._t0 = time.monotonic()
@@ -267,21 +154,21 @@ class GpuTelemetry:
         reasons = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(nvml, "nvmlDeviceGetCurrentClocksThrottleReasons", None)
         energy_call = getattr(nvml, "nvmlDeviceGetTotalEnergyConsumption", None)
         for index, handle in self._handles:
-            util = _safe(nvml.nvmlDeviceGetUtilizationRates, handle)
-            memory = _safe(nvml.nvmlDeviceGetMemoryInfo, handle)
-            power = _safe(nvml.nvmlDeviceGetPowerUsage, handle)
-            mask = _safe(reasons, handle) if reasons else None
+            util = nvml_call(nvml.nvmlDeviceGetUtilizationRates, handle)
+            memory = nvml_call(nvml.nvmlDeviceGetMemoryInfo, handle)
+            power = nvml_call(nvml.nvmlDeviceGetPowerUsage, handle)
+            mask = nvml_call(reasons, handle) if reasons else None
             row = {
                 "time_s": now, "gpu": index,
                 "util_gpu_pct": getattr(util, "gpu", None), "util_mem_pct": getattr(util, "memory", None),
                 "mem_used_bytes": int(memory.used) if memory is not None else None,
                 "power_w": power / 1000.0 if power is not None else None,
-                "sm_clock_mhz": _safe(nvml.nvmlDeviceGetClockInfo, handle, sm),
-                "mem_clock_mhz": _safe(nvml.nvmlDeviceGetClockInfo, handle, mem),
-                "temperature_c": _safe(nvml.nvmlDeviceGetTemperature, handle, getattr(nvml, "NVML_TEMPERATURE_GPU", 0)),
+                "sm_clock_mhz": nvml_call(nvml.nvmlDeviceGetClockInfo, handle, sm),
+                "mem_clock_mhz": nvml_call(nvml.nvmlDeviceGetClockInfo, handle, mem),
+                "temperature_c": nvml_call(nvml.nvmlDeviceGetTemperature, handle, getattr(nvml, "NVML_TEMPERATURE_GPU", 0)),
                 "throttle_reasons": mask,
                 "throttle": "|".join(throttle_names(mask)),
-                "energy_mj": _safe(energy_call, handle) if energy_call else None,
+                "energy_mj": nvml_call(energy_call, handle) if energy_call else None,
             }
             self._rows.append(row)
             writer.writerow(["" if row[c] is None else row[c] for c in CSV_COLUMNS])
@@ -308,14 +195,14 @@ class GpuTelemetry:
         self._thread.join(timeout=10)
         duration = time.monotonic() - self._t0
         energy_call = getattr(self._nvml, "nvmlDeviceGetTotalEnergyConsumption", None)
-        energy_end = {i: (_safe(energy_call, h) if energy_call else None) for i, h in self._handles}
+        energy_end = {i: (nvml_call(energy_call, h) if energy_call else None) for i, h in self._handles}
         return summarize_samples(self._rows, duration, self._energy_start, energy_end, self._facts, self._notes,
                                  interval_s=self.interval_s or DEFAULT_INTERVAL_S, error=self._error,
                                  csv_name=CSV_NAME if self._csv_path and self._csv_path.exists() else None)
 
     def _close_nvml(self) -> None:
         if self._nvml is not None:
-            _safe(self._nvml.nvmlShutdown)
+            nvml_call(self._nvml.nvmlShutdown)
             self._nvml = None
 
 

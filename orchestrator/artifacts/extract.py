@@ -16,7 +16,6 @@ import gzip
 import json
 import lzma
 import os
-import re
 import shutil
 import tarfile
 import zlib
@@ -27,13 +26,13 @@ from typing import IO, Any
 from orchestrator.artifacts.layout import MANIFEST
 from orchestrator.artifacts.validate import ArtifactProblem
 from orchestrator.schemas import SchemaError, validate
+from orchestrator.tarsafety import member_problem
 
 MAX_MEMBERS = 200_000
 MAX_BYTES = int(os.environ.get("BENCH_ARCHIVE_MAX_BYTES") or 1 << 30)  # content of one archive, 1 GiB unless told
 MAX_MANIFEST = 64 << 20
 HEADER_ALLOWANCE = 4 << 10  # decompressed bytes allowed per member beyond its data (headers, long names, padding)
 DISK_MARGIN = 64 << 20  # free space left in the temporary folder after extraction
-_DRIVE = re.compile(r"^[A-Za-z]:")
 STREAM_ERRORS = (tarfile.TarError, OSError, EOFError, zlib.error, lzma.LZMAError, ValueError)
 
 
@@ -84,30 +83,6 @@ def _stream(path: Path, limit: int) -> tuple[_Limited, tarfile.TarFile]:
     except BaseException:
         limited.close()
         raise
-
-
-def member_problem(member: tarfile.TarInfo) -> str | None:
-    """Why a member may not be extracted (None: a plain file or folder with a safe relative name)."""
-    name = member.name
-    if not name or "\x00" in name:
-        return "empty or malformed name"
-    if name.startswith(("/", "\\")) or _DRIVE.match(name):
-        return "absolute path"
-    if ".." in re.split(r"[/\\]", name):
-        return "'..' in the path"
-    if "\\" in name:
-        return "backslash in the path"
-    if member.issym() or member.islnk():
-        return f"link to {member.linkname!r}"
-    if member.ischr() or member.isblk():
-        return "device file"
-    if member.isfifo():
-        return "FIFO"
-    if member.issparse():
-        return "sparse file"
-    if not (member.isfile() or member.isdir()):
-        return f"unsupported member type {member.type!r}"
-    return None
 
 
 @dataclass

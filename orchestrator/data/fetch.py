@@ -13,9 +13,10 @@ import urllib.parse
 import urllib.request
 import zlib
 from collections.abc import Iterable
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from orchestrator.errors import BadInput
+from orchestrator.tarsafety import member_problem
 
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 MAX_MEMBER_BYTES = 512 << 20  # refuse a member larger than this (a CIFAR-10 batch is ~31 MB)
@@ -105,23 +106,6 @@ def download(url: str, dest: Path, sha256: str, timeout: float = 60.0) -> Path:
     return dest
 
 
-def _unsafe(member: tarfile.TarInfo) -> str | None:
-    """Why a member may not be read (None when it is a plain file or folder inside the archive)."""
-    name = member.name
-    path = PurePosixPath(name)
-    if name.startswith(("/", "\\")) or path.is_absolute() or re.match(r"^[A-Za-z]:", name):
-        return "absolute path"
-    if ".." in path.parts or ".." in PurePosixPath(name.replace("\\", "/")).parts:
-        return "'..' in its path"
-    if member.issym():
-        return f"symbolic link to {member.linkname!r}"
-    if member.islnk():
-        return f"hard link to {member.linkname!r}"
-    if not (member.isfile() or member.isdir()):
-        return "not a regular file"
-    return None
-
-
 def _member_name(member: tarfile.TarInfo) -> str:
     name = member.name
     while name.startswith("./"):
@@ -139,7 +123,7 @@ def read_tar_members(archive: Path, wanted: Iterable[str], max_bytes: int = MAX_
     try:
         with tarfile.open(archive, mode="r|*") as tar:
             for member in tar:
-                why = _unsafe(member)
+                why = member_problem(member)
                 if why:
                     raise BadInput(f"archive {archive} has an unsafe member {member.name!r} ({why}); refusing it")
                 name = _member_name(member)

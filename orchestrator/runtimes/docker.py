@@ -47,6 +47,7 @@ from typing import Any
 from orchestrator import signals
 from orchestrator.engines import EngineInfo
 from orchestrator.errors import BadInput
+from orchestrator.gpus import nvml_snapshot, visible_ids
 from orchestrator.runtimes import docker_watchdog
 from orchestrator.runtimes.base import Execution, LineSink, RunPaths, Runtime
 from orchestrator.runtimes.docker_client import ENGINE_LABEL, NO_GPU_SUPPORT, RUN_LABEL, GpuSupport, _reason, connect, find_image, gpu_support, is_local_daemon
@@ -104,10 +105,7 @@ class GpuAccess:
 
 def parse_visible(visible: Any) -> tuple[str, ...]:
     """settings['visible_devices'] ('0,2', [0, 2], 'all' or empty) as device ids (empty = all)."""
-    if visible is None or visible == "" or visible == "all":
-        return ()
-    items = visible.split(",") if isinstance(visible, str) else list(visible)
-    ids = tuple(str(item).strip() for item in items if str(item).strip())
+    ids = visible_ids(visible)
     for ident in ids:
         if not re.fullmatch(r"\d+|GPU-[0-9a-fA-F-]+|MIG-[0-9a-zA-Z/-]+", ident):
             raise BadInput(f"visible_devices: '{ident}' is not a GPU index or UUID")
@@ -301,8 +299,6 @@ def shm_size(settings: dict[str, Any]) -> str:
 
 
 def _host_gpu_count() -> int:
-    from orchestrator.gpus import nvml_snapshot
-
     return len(nvml_snapshot().get("gpus") or [])
 
 

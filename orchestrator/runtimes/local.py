@@ -12,6 +12,7 @@ from typing import Any
 
 from orchestrator.engines import EngineInfo
 from orchestrator.errors import BadInput
+from orchestrator.gpus import visible_ids
 from orchestrator.runtimes.base import Execution, LineSink, RunPaths, Runtime
 from orchestrator.runtimes.process import run_streamed
 
@@ -61,10 +62,7 @@ def probe_module(interpreter: str, engine: EngineInfo) -> tuple[bool, str]:
 
 def visible_devices_value(visible: Any) -> str | None:
     """settings['visible_devices'] ('0,2', [0, 2], 'all' or empty) as a CUDA_VISIBLE_DEVICES value (None: leave it)."""
-    if visible is None or visible == "" or visible == "all":
-        return None
-    items = visible.split(",") if isinstance(visible, str) else list(visible) if isinstance(visible, list | tuple) else [visible]
-    return ",".join(str(item).strip() for item in items if str(item).strip()) or None
+    return ",".join(visible_ids(visible)) or None
 
 
 def engine_env(engine: EngineInfo, settings: dict[str, Any]) -> dict[str, str]:
