@@ -3,7 +3,8 @@
 A group is one engine x precision x path x batch per device x devices. For every group present in both
 artifacts: ``ratio = median(B) / median(A)`` of the valid repeats' steady-state throughput (above 1: B is
 faster), its bootstrap 95% interval (3+ repeats a side), and a two-sided Mann-Whitney U test over the
-repeats (significant when p < alpha; ``n/a`` with fewer than 2 repeats a side).
+repeats (significant when p < alpha; ``n/a`` with fewer than 2 repeats a side). A change of the ratio
+smaller than ``min_change_pct`` (pyperf's minimum speed) reads "no change", significant or not.
 """
 
 from __future__ import annotations
@@ -11,10 +12,25 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from orchestrator.errors import BadInput
 from orchestrator.stats import ALPHA, compare_samples
 from orchestrator.summary import GROUP_KEYS
 
 DIRECTION = "ratio = median steady-state throughput of B / median of A; above 1 means B is faster (samples/s)"
+MIN_CHANGE_PCT = 2.0  # default minimum effect: a smaller change of the median throughput is "no change"
+NO_CHANGE = "no change"
+
+
+def parse_percent(text: str, option: str = "--min-change") -> float:
+    """'2%', '2' or '0.5 %' -> 2.0, 2.0, 0.5 (BadInput unless 0 <= value < 100)."""
+    raw = text.strip().removesuffix("%").strip()
+    try:
+        value = float(raw)
+    except ValueError:
+        raise BadInput(f"{option} {text!r}: not a percentage (e.g. 2% or 0.5)") from None
+    if not 0.0 <= value < 100.0:
+        raise BadInput(f"{option} {text!r}: must be at least 0% and below 100%")
+    return value
 
 
 def _groups(summary: dict[str, Any]) -> tuple[dict[tuple, list[float]], dict[tuple, int]]:
@@ -38,9 +54,11 @@ def _side(summary: dict[str, Any], label: str) -> dict[str, Any]:
             "smoke": summary.get("smoke", False), "hostname": host.get("hostname"), "gpus": gpus}
 
 
-def _verdict(entry: dict[str, Any]) -> str:
+def _verdict(entry: dict[str, Any], min_change_pct: float) -> str:
     if entry["n_a"] == 0 or entry["n_b"] == 0:
         return "n/a: no valid run in " + ("A" if entry["n_a"] == 0 else "B")
+    if entry["change_pct"] is not None and abs(entry["change_pct"]) < min_change_pct:
+        return NO_CHANGE
     if entry["significant"] is None:
         return "n/a: needs 2+ repeats a side"
     if not entry["significant"]:
@@ -49,8 +67,10 @@ def _verdict(entry: dict[str, Any]) -> str:
 
 
 def compare_summaries(a: dict[str, Any], b: dict[str, Any], label_a: str = "A", label_b: str = "B",
-                      alpha: float = ALPHA) -> dict[str, Any]:
-    """The comparison document (what ``bench results compare --json`` prints)."""
+                      alpha: float = ALPHA, min_change_pct: float = MIN_CHANGE_PCT,
+                      environment: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The comparison document (what ``bench results compare --json`` prints); ``environment``: the
+    metadata diff of the two artifacts (orchestrator.envdiff.environment_diff), included as given."""
     values_a, counts_a = _groups(a)
     values_b, counts_b = _groups(b)
     keys_a, keys_b = set(counts_a), set(counts_b)
@@ -70,7 +90,8 @@ def compare_summaries(a: dict[str, Any], b: dict[str, Any], label_a: str = "A", 
                          ci95=result["ci95"], range=result["range"], interval=result["interval"],
                          change_pct=(result["ratio"] - 1.0) * 100.0,
                          p_value=result["p_value"], significant=result["significant"], note=result["note"])
-        entry["verdict"] = _verdict(entry)
+        entry["below_min_change"] = entry["change_pct"] is not None and abs(entry["change_pct"]) < min_change_pct
+        entry["verdict"] = _verdict(entry, min_change_pct)
         rows.append(entry)
     warnings = []
     if a["scenario"] != b["scenario"]:
@@ -91,10 +112,13 @@ def compare_summaries(a: dict[str, Any], b: dict[str, Any], label_a: str = "A", 
         "b": side_b,
         "direction": DIRECTION,
         "alpha": alpha,
+        "min_change_pct": min_change_pct,
+        "verdicts": f"{NO_CHANGE}: |change| < {min_change_pct:g}% (significant or not); else B faster/slower when significant",
         "test": "two-sided Mann-Whitney U over the valid repeats; interval: bootstrap 95% (percentile) of the ratio with 5+ repeats a side, "
                 "else the range min(B)/max(A) .. max(B)/min(A)",
         "groups": rows,
         "only_in_a": listing(keys_a - keys_b, counts_a),
         "only_in_b": listing(keys_b - keys_a, counts_b),
         "warnings": warnings,
+        "environment": environment,
     }

@@ -24,6 +24,7 @@ from orchestrator.initweights import INIT_DIR, shared_init
 from orchestrator.jsonio import read_json, write_json, write_text_atomic
 from orchestrator.maxbatch import MAXBATCH_DIR, SEARCH_FILE, resolve_max_batch
 from orchestrator.parity import cross_engine
+from orchestrator.provenance import run_host
 from orchestrator.runtimes import Runtime, get_runtime, runtime_names
 from orchestrator.scenario import RunPlan, Scenario
 from orchestrator.scenario.matrix import build_spec, check_plans, reference_engine
@@ -173,6 +174,7 @@ def _run_one(artifact: Artifact, scenario: Scenario, plan: RunPlan, split: Prepa
         record = _record(plan, "skipped", plan.skip_reason, runtime_info, started, 0.0)
         write_json(run_dir / "run.json", record, "run-record")
         return record, None
+    host = run_host()  # the load average before the shared weights and the engine load the CPUs
     init = shared_init(artifact.root, scenario.workload, run_dir)  # parity: every engine starts from these weights
     done = run_attempt(run_dir, split, runtime, engine, settings,
                        lambda dataset_path: build_spec(scenario, plan, split, dataset_path, device, init),
@@ -184,6 +186,7 @@ def _run_one(artifact: Artifact, scenario: Scenario, plan: RunPlan, split: Prepa
                      done.execution.exit_code, parity, throughput)
     if done.observed:
         record["telemetry"] = done.observed
+    record["host"] = host
     write_json(run_dir / "run.json", record, "run-record")
     return record, result
 

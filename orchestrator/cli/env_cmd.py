@@ -1,4 +1,4 @@
-"""``bench env``: host, GPUs (NVML), Docker, and the engines usable by the local runtime."""
+"""``bench env``: host, CPU state (model, governor, boost, load, affinity), GPUs (NVML), Docker, and the engines usable by the local runtime."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from rich.table import Table
 from orchestrator.cli.console import out, print_json
 from orchestrator.engines import discover
 from orchestrator.hostinfo import host_facts
+from orchestrator.provenance import describe_host, run_host
 
 env_app = typer.Typer(help="Host facts and per-engine environments.", invoke_without_command=True)
 
@@ -41,12 +42,14 @@ def env(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="
     if ctx.invoked_subcommand:
         return
     facts = host_facts()
+    facts["cpu"] = run_host()
     facts["docker"] = docker_status()
     facts["engines"] = engine_status()
     if as_json:
         print_json(facts)
         return
     out.print(f"[bold]host[/] {facts['hostname']}  {facts['os']}  {facts['cpu_count']} CPUs  Python {facts['python']}  bench {facts['bench_version']}")
+    out.print(f"[bold]CPU[/] {describe_host(facts['cpu'])}")
     nvml = facts["nvml"]
     if nvml["available"] and nvml["gpus"]:
         out.print(f"[bold]GPUs[/] driver {nvml['driver']}, CUDA driver {nvml['cuda_driver']}")

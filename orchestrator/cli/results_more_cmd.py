@@ -53,7 +53,8 @@ def _render_comparison(doc: dict[str, Any]) -> None:
     a, b = doc["a"], doc["b"]
     out.print(f"A: {escape(a['artifact'])} ({escape(a['scenario'])} {escape(a['artifact_id'])})")
     out.print(f"B: {escape(b['artifact'])} ({escape(b['scenario'])} {escape(b['artifact_id'])})")
-    table = Table(title="B relative to A: steady-state throughput", caption=doc["direction"] + f"; significant: Mann-Whitney U p < {doc['alpha']:g}")
+    table = Table(title="B relative to A: steady-state throughput", caption=doc["direction"] + f"; significant: Mann-Whitney U p < {doc['alpha']:g}"
+                  + (f"; no change: |change| < {doc['min_change_pct']:g}%" if doc["min_change_pct"] else ""))
     for column in ("engine", "precision", "path", "batch", "dev", "n A", "n B", "median A", "median B", "B/A", "95% CI", "change",
                    "p", "verdict"):
         table.add_column(column, overflow="fold")
@@ -82,17 +83,38 @@ def _render_comparison(doc: dict[str, Any]) -> None:
 def compare(a: Path = typer.Argument(..., help="Baseline artifact A (folder or .tar.gz)."),
             b: Path = typer.Argument(..., help="Artifact B compared with A (folder or .tar.gz)."),
             alpha: float = typer.Option(0.05, "--alpha", min=0.0001, max=0.5, help="Significance level of the Mann-Whitney U test."),
+            min_change: str = typer.Option("2%", "--min-change", help="Minimum effect: a smaller change of the median throughput is "
+                                           "reported as 'no change', significant or not (2% or 2; 0 turns it off)."),
             as_json: bool = typer.Option(False, "--json", help="Print the comparison as JSON.")) -> None:
     """Per matching engine/precision/path/batch/devices group: median throughput ratio B/A (above 1: B is faster),
-    its bootstrap 95% interval and whether the difference is significant (Mann-Whitney U over the repeats)."""
-    from orchestrator.compare import compare_summaries
+    its bootstrap 95% interval and whether the difference is significant (Mann-Whitney U over the repeats);
+    then what differs in the environments (framework versions, images, driver, GPU clocks, host CPU)."""
+    from orchestrator.compare import compare_summaries, parse_percent
+    from orchestrator.envdiff import environment, environment_diff
 
+    threshold = parse_percent(min_change)
     with _checked_artifact(a, "A") as root_a, _checked_artifact(b, "B") as root_b:
-        doc = compare_summaries(_summary(root_a, a), _summary(root_b, b), str(a), str(b), alpha=alpha)
+        summary_a, summary_b = _summary(root_a, a), _summary(root_b, b)
+        env = environment_diff(environment(root_a, summary_a), environment(root_b, summary_b))
+        doc = compare_summaries(summary_a, summary_b, str(a), str(b), alpha=alpha, min_change_pct=threshold, environment=env)
     if as_json:
         print_json(doc)
     else:
         _render_comparison(doc)
+        _render_environment(doc["environment"])
+
+
+def _render_environment(env: dict[str, Any]) -> None:
+    """The metadata diff: only the facts that differ, or 'same environment'."""
+    if env["same"]:
+        out.print("environment: same environment (bench, host, driver, GPUs" + (", " + ", ".join(env["engines"]) if env["engines"] else "") + ")")
+        return
+    table = Table(title="environment: what differs (A -> B)")
+    for column in ("scope", "fact", "A", "B"):
+        table.add_column(column, overflow="fold")
+    for d in env["differences"]:
+        table.add_row(escape(d["scope"]), escape(d["key"]), escape(d["a"] or "-"), escape(d["b"] or "-"))
+    out.print(table)
 
 
 @results_app.command("report")

@@ -73,6 +73,7 @@ def test_env_reports_no_gpu_plainly(capsys, monkeypatch):
     facts = json.loads(out)
     assert code == 0
     assert facts["python"] == sys.version.split()[0]
+    assert {"cpu_model", "cpu_affinity", "governors", "boost", "load_avg"} <= set(facts["cpu"])  # the run records' host block
     usable = {row["engine"]: row["usable"] for row in facts["engines"]}
     assert {k: usable[k] for k in ("pytorch", "jax", "tensorflow")} == {"pytorch": True, "jax": True, "tensorflow": True}, facts["engines"]
     opennn = next(row for row in facts["engines"] if row["engine"] == "opennn")  # compiled: usable once built, else says why

@@ -64,8 +64,10 @@ def _telemetry(run_dir: Path, power_w: float, seconds: float = 2.0, gpus: int = 
 
 
 def build_artifact(root: Path, throughputs: dict[tuple[str, str], list[float | None]], scenario: str = "synthetic",
-                   artifact_id: str = "20260101T000000Z-aaaaaa", telemetry_power: float | None = None, smoke: bool = False) -> Path:
-    """An artifact folder with one run per value; ``None`` makes a failed run. Returns its folder."""
+                   artifact_id: str = "20260101T000000Z-aaaaaa", telemetry_power: float | None = None, smoke: bool = False,
+                   environment: dict[str, Any] | None = None, host: dict[str, Any] | None = None) -> Path:
+    """An artifact folder with one run per value; ``None`` makes a failed run. Returns its folder.
+    ``environment`` updates every result's environment; ``host`` is every run record's host block."""
     from orchestrator.artifacts import Artifact, write_manifest
     from orchestrator.jsonio import write_json
     from orchestrator.summary import summarize
@@ -86,6 +88,10 @@ def build_artifact(root: Path, throughputs: dict[tuple[str, str], list[float | N
                       "finished_at": "2026-01-01T00:00:10.000Z", "wall_s": 10.0,
                       "parity": {"checked": ok, "ok": ok, "mismatches": []}, "throughput": value}
             result = _result(run_id, engine, precision, value) if ok else None
+            if result and environment:
+                result["environment"].update(environment)
+            if host is not None:
+                record["host"] = host
             if telemetry_power is not None:
                 record["telemetry"] = {"gpu": _telemetry(run_dir, telemetry_power)}
             if result:

@@ -39,7 +39,9 @@ def test_compare_document(pair: tuple[Path, Path]) -> None:
     assert faster["p_value"] == pytest.approx(2 / 70) and faster["significant"] is True
     assert faster["verdict"] == "B faster" and faster["change_pct"] == pytest.approx(49.875, rel=1e-3)
     same = groups[("pytorch", "fp32")]
-    assert same["significant"] is False and same["verdict"].startswith("no significant difference")
+    assert same["significant"] is False and same["verdict"] == "no change"  # -0.2%: below the default 2% minimum effect
+    unthresholded = _by_group(compare_summaries(a, b, min_change_pct=0.0))[("pytorch", "fp32")]
+    assert unthresholded["verdict"].startswith("no significant difference")
     few = groups[("jax", "bf16")]
     assert few["p_value"] is None and few["significant"] is None and few["verdict"].startswith("n/a")
     assert few["ci95"] is None and few["ratio"] == pytest.approx(130.5 / 120.0)
@@ -78,3 +80,54 @@ def test_compare_bad_artifacts(pair: tuple[Path, Path], tmp_path: Path, monkeypa
     junk.write_bytes(b"not an archive")
     code, _, err = run_cli(["results", "compare", a, junk], monkeypatch, capsys)
     assert code == 2 and "refused" in err
+
+
+BASE = [100.0, 100.1, 100.2, 100.3, 100.4]
+HOST = {"cpu_model": "AMD EPYC 9654", "cpu_affinity": "0-15", "cpu_affinity_count": 16, "governors": {"performance": "0-15"},
+        "scaling_driver": "acpi-cpufreq", "boost": True, "boost_source": "cpufreq/boost", "load_avg": [0.1, 0.2, 0.3]}
+
+
+def test_min_change_threshold(make_artifact: Callable[..., Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    a = make_artifact({("pytorch", "bf16"): BASE, ("jax", "bf16"): BASE})
+    b = make_artifact({("pytorch", "bf16"): [v * 1.01 for v in BASE], ("jax", "bf16"): [v * 1.05 for v in BASE]})
+    doc = compare_summaries(read_json(a / "summary.json"), read_json(b / "summary.json"))
+    assert doc["min_change_pct"] == 2.0
+    one, five = _by_group(doc)[("pytorch", "bf16")], _by_group(doc)[("jax", "bf16")]
+    assert one["significant"] is True  # 5 vs 5 repeats, every B above every A: significant, yet below 2%
+    assert one["verdict"] == "no change" and one["below_min_change"] is True
+    assert five["verdict"] == "B faster" and five["below_min_change"] is False
+    # a lower threshold lets the significant 1% through; the other direction is slower
+    assert _by_group(compare_summaries(read_json(a / "summary.json"), read_json(b / "summary.json"), min_change_pct=0.5))[
+        ("pytorch", "bf16")]["verdict"] == "B faster"
+    for option in ("2%", "2"):
+        code, out, err = run_cli(["results", "compare", b, a, "--json", "--min-change", option], monkeypatch, capsys)
+        assert code == 0, err
+        doc = json.loads(out)
+        assert doc["min_change_pct"] == 2.0
+        assert [_by_group(doc)[(e, "bf16")]["verdict"] for e in ("pytorch", "jax")] == ["no change", "B slower"]
+    code, out, _ = run_cli(["results", "compare", a, b, "--min-change", "10%"], monkeypatch, capsys)
+    assert code == 0 and "B faster" not in out and "no change" in out and "|change| < 10%" in out
+    code, _, err = run_cli(["results", "compare", a, b, "--min-change", "lots"], monkeypatch, capsys)
+    assert code == 2 and "--min-change 'lots': not a percentage" in err and "Traceback" not in err
+
+
+def test_environment_diff(make_artifact: Callable[..., Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    a = make_artifact({("pytorch", "bf16"): BASE}, host=HOST)
+    same = make_artifact({("pytorch", "bf16"): BASE}, host={**HOST, "load_avg": [3.0, 2.0, 1.0]})  # load is no environment fact
+    b = make_artifact({("pytorch", "bf16"): BASE}, environment={"framework_version": "2.14.0+cpu"},
+                      host={**HOST, "governors": {"powersave": "0-15"}, "boost": False})
+    code, out, err = run_cli(["results", "compare", a, same, "--json"], monkeypatch, capsys)
+    assert code == 0, err
+    assert json.loads(out)["environment"] == {"same": True, "engines": ["pytorch"], "differences": []}
+    code, out, _ = run_cli(["results", "compare", a, same], monkeypatch, capsys)
+    assert "same environment" in out
+    code, out, _ = run_cli(["results", "compare", a, b, "--json"], monkeypatch, capsys)
+    env = json.loads(out)["environment"]
+    assert env["same"] is False
+    assert {(d["scope"], d["key"]): (d["a"], d["b"]) for d in env["differences"]} == {
+        ("pytorch", "environment.framework_version"): ("2.13.0+cpu", "2.14.0+cpu"),
+        ("pytorch", "host.governors"): ("performance 0-15", "powersave 0-15"),
+        ("pytorch", "host.boost"): ("on", "off"),
+    }
+    code, out, _ = run_cli(["results", "compare", a, b], monkeypatch, capsys)
+    assert code == 0 and "environment.framework_version" in out and "2.14.0+cpu" in out and "same environment" not in out

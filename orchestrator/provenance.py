@@ -1,0 +1,129 @@
+"""The host state a run starts in, read the way pyperf's ``_collect_metadata`` does: CPU model, scaling
+governors and driver, boost/turbo, load average and the CPU affinity of bench (which its engines inherit).
+
+Every fact is ``None`` where it cannot be read (a container without /sys, a non-Linux host); nothing
+here raises. ``root`` is the folder /proc and /sys are read under (tests point it at a fake tree).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+CPU_SYS = "sys/devices/system/cpu"
+MODEL_KEYS = ("model name", "Processor", "cpu model", "Hardware", "cpu")  # x86, older ARM, MIPS, ARM boards, POWER
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(errors="replace").strip()
+    except (OSError, ValueError):
+        return None
+
+
+def cpu_list(cpus: Iterable[int]) -> str:
+    """Linux cpulist notation: {0, 1, 2, 5} -> '0-2,5'."""
+    ranges: list[list[int]] = []
+    for cpu in sorted(set(cpus)):
+        if ranges and cpu == ranges[-1][1] + 1:
+            ranges[-1][1] = cpu
+        else:
+            ranges.append([cpu, cpu])
+    return ",".join(f"{a}" if a == b else f"{a}-{b}" for a, b in ranges)
+
+
+def cpu_model(root: Path) -> str | None:
+    """The first model line of /proc/cpuinfo (whitespace collapsed)."""
+    text = _read(root / "proc/cpuinfo")
+    if not text:
+        return None
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and value.strip():
+            fields.setdefault(key.strip(), " ".join(value.split()))
+    return next((fields[k] for k in MODEL_KEYS if k in fields), None)
+
+
+def _own_affinity() -> set[int] | None:
+    try:
+        return set(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return None
+
+
+def _present_cpus(root: Path) -> list[int]:
+    try:
+        names = [p.name for p in (root / CPU_SYS).iterdir()]
+    except OSError:
+        return []
+    return sorted(int(n[3:]) for n in names if re.fullmatch(r"cpu\d+", n))
+
+
+def governors(root: Path, cpus: Iterable[int]) -> dict[str, str] | None:
+    """Scaling governor -> the cpulist using it, over ``cpus`` (None when no cpufreq is readable)."""
+    by_name: dict[str, list[int]] = {}
+    for cpu in cpus:
+        name = _read(root / CPU_SYS / f"cpu{cpu}/cpufreq/scaling_governor")
+        if name:
+            by_name.setdefault(name, []).append(cpu)
+    return {name: cpu_list(members) for name, members in sorted(by_name.items())} or None
+
+
+def boost(root: Path) -> tuple[bool | None, str | None]:
+    """(turbo/boost enabled, where it was read): intel_pstate's no_turbo, else cpufreq's boost switch."""
+    no_turbo = _read(root / CPU_SYS / "intel_pstate/no_turbo")
+    if no_turbo in ("0", "1"):
+        return no_turbo == "0", "intel_pstate/no_turbo"
+    switch = _read(root / CPU_SYS / "cpufreq/boost")
+    if switch in ("0", "1"):
+        return switch == "1", "cpufreq/boost"
+    return None, None
+
+
+def load_average(root: Path) -> list[float] | None:
+    """1, 5 and 15 minute load averages from /proc/loadavg (os.getloadavg for the real root)."""
+    text = _read(root / "proc/loadavg")
+    try:
+        if text:
+            return [float(v) for v in text.split()[:3]]
+        if root == Path("/"):
+            return [round(v, 2) for v in os.getloadavg()]
+    except (ValueError, OSError):
+        pass
+    return None
+
+
+def run_host(root: Path = Path("/"), affinity: Callable[[], set[int] | None] = _own_affinity) -> dict[str, Any]:
+    """The run record's ``host`` block, taken just before a run starts."""
+    try:
+        allowed = affinity()
+    except Exception:  # a fake or a platform quirk: the fact is unknown, the run goes on
+        allowed = None
+    cpus = sorted(allowed) if allowed else _present_cpus(root)
+    first = cpus[0] if cpus else 0
+    enabled, source = boost(root)
+    return {
+        "cpu_model": cpu_model(root),
+        "cpu_affinity": cpu_list(allowed) if allowed else None,
+        "cpu_affinity_count": len(allowed) if allowed else None,
+        "governors": governors(root, cpus),
+        "scaling_driver": _read(root / CPU_SYS / f"cpu{first}/cpufreq/scaling_driver") or None,
+        "boost": enabled,
+        "boost_source": source,
+        "load_avg": load_average(root),
+    }
+
+
+def describe_host(host: dict[str, Any]) -> str:
+    """One line: model, affinity, governors, boost and load average ('?' where unknown)."""
+    govs = host.get("governors")
+    governor = ", ".join(f"{name} ({cpus})" for name, cpus in govs.items()) if govs else "?"
+    turbo = "?" if host.get("boost") is None else "on" if host["boost"] else "off"
+    load = host.get("load_avg")
+    affinity = f"{host['cpu_affinity']} ({host.get('cpu_affinity_count')} CPUs)" if host.get("cpu_affinity") else "?"
+    return (f"{host.get('cpu_model') or '?'}; affinity {affinity}; governor {governor}; boost {turbo}; "
+            f"load {'/'.join(f'{v:.2f}' for v in load) if load else '?'}")

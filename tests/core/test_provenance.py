@@ -1,0 +1,132 @@
+"""Host provenance (orchestrator/provenance.py) read from fake /proc and /sys trees, and its place in run.json."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from orchestrator import execute, provenance
+from orchestrator.artifacts import validate_artifact
+from orchestrator.provenance import cpu_list, describe_host, run_host
+from orchestrator.schemas import SchemaError, validate
+from tests.core.cli_helpers import FAKE_SCENARIO, run_cli
+
+CPUINFO_X86 = """processor\t: 0
+vendor_id\t: AuthenticAMD
+model name\t: AMD EPYC 9654   96-Core Processor
+flags\t\t: fpu vme
+
+processor\t: 1
+model name\t: AMD EPYC 9654   96-Core Processor
+"""
+CPUINFO_POWER = "processor\t: 0\ncpu\t\t: POWER9 (raw), altivec supported\nclock\t\t: 3800.000000MHz\n"
+
+
+def fake_root(tmp_path: Path, governors: dict[int, str] | None = None, cpuinfo: str = CPUINFO_X86, loadavg: str | None = "0.52 1.25 3.00 2/345 6789\n",
+              boost: str | None = None, no_turbo: str | None = None, driver: str = "acpi-cpufreq") -> Path:
+    """A /proc and /sys tree: ``governors`` is cpu index -> scaling governor (no cpufreq folder without one)."""
+    root = tmp_path / "root"
+    (root / "proc").mkdir(parents=True)
+    (root / "proc/cpuinfo").write_text(cpuinfo)
+    if loadavg is not None:
+        (root / "proc/loadavg").write_text(loadavg)
+    cpu = root / "sys/devices/system/cpu"
+    cpu.mkdir(parents=True)
+    for index, governor in (governors or {}).items():
+        (cpu / f"cpu{index}/cpufreq").mkdir(parents=True)
+        (cpu / f"cpu{index}/cpufreq/scaling_governor").write_text(governor + "\n")
+        (cpu / f"cpu{index}/cpufreq/scaling_driver").write_text(driver + "\n")
+    if boost is not None:
+        (cpu / "cpufreq").mkdir(exist_ok=True)
+        (cpu / "cpufreq/boost").write_text(boost + "\n")
+    if no_turbo is not None:
+        (cpu / "intel_pstate").mkdir()
+        (cpu / "intel_pstate/no_turbo").write_text(no_turbo + "\n")
+    return root
+
+
+def test_cpu_list_notation() -> None:
+    assert cpu_list([5, 0, 1, 2, 8, 9]) == "0-2,5,8-9"
+    assert cpu_list([3]) == "3" and cpu_list([]) == ""
+
+
+def test_reads_a_linux_host(tmp_path: Path) -> None:
+    root = fake_root(tmp_path, {0: "performance", 1: "performance", 2: "powersave", 3: "performance"}, boost="1")
+    host = run_host(root, lambda: {0, 1, 2})  # cpu 3 is outside the affinity: its governor does not count
+    assert host == {"cpu_model": "AMD EPYC 9654 96-Core Processor", "cpu_affinity": "0-2", "cpu_affinity_count": 3,
+                    "governors": {"performance": "0-1", "powersave": "2"}, "scaling_driver": "acpi-cpufreq",
+                    "boost": True, "boost_source": "cpufreq/boost", "load_avg": [0.52, 1.25, 3.0]}
+    assert describe_host(host) == ("AMD EPYC 9654 96-Core Processor; affinity 0-2 (3 CPUs); governor performance (0-1), powersave (2); "
+                                   "boost on; load 0.52/1.25/3.00")
+
+
+def test_intel_pstate_no_turbo_wins(tmp_path: Path) -> None:
+    root = fake_root(tmp_path, {0: "powersave"}, boost="1", no_turbo="1", driver="intel_pstate")
+    host = run_host(root, lambda: {0})
+    assert (host["boost"], host["boost_source"], host["scaling_driver"]) == (False, "intel_pstate/no_turbo", "intel_pstate")
+
+
+def test_other_cpu_model_fields(tmp_path: Path) -> None:
+    assert run_host(fake_root(tmp_path, cpuinfo=CPUINFO_POWER), lambda: {0})["cpu_model"] == "POWER9 (raw), altivec supported"
+
+
+def test_unreadable_host_is_all_none(tmp_path: Path) -> None:
+    def no_affinity() -> set[int]:
+        raise OSError("not on this platform")
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    host = run_host(empty, no_affinity)
+    assert set(host) == {"cpu_model", "cpu_affinity", "cpu_affinity_count", "governors", "scaling_driver", "boost", "boost_source", "load_avg"}
+    assert all(value is None for value in host.values())
+    assert describe_host(host) == "?; affinity ?; governor ?; boost ?; load ?"
+    # a container: cpuinfo without a model line, a garbled loadavg, governors of CPUs found by listing /sys
+    root = fake_root(tmp_path, {0: "schedutil", 1: "schedutil"}, cpuinfo="processor\t: 0\n", loadavg="garbage")
+    host = run_host(root, lambda: None)
+    assert host["cpu_model"] is None and host["load_avg"] is None and host["cpu_affinity"] is None
+    assert host["governors"] == {"schedutil": "0-1"}
+
+
+def test_the_real_host_never_raises() -> None:
+    host = run_host()
+    validate({**_record(), "host": host}, "run-record")
+
+
+def _record() -> dict:
+    return {"schema_version": 1, "run_id": "r", "engine": "e", "precision": "fp32", "path": "optimized", "batch_per_device": 1,
+            "devices": 1, "repeat": 1, "status": "ok", "reason": None, "exit_code": 0, "runtime": {"name": "local"},
+            "started_at": "t", "finished_at": "t", "wall_s": 1.0, "parity": {"checked": True, "ok": True, "mismatches": []}, "throughput": 1.0}
+
+
+def test_schema_host_block_is_optional_and_checked(tmp_path: Path) -> None:
+    validate(_record(), "run-record")  # records written before the host block still validate
+    validate({**_record(), "host": run_host(tmp_path)}, "run-record")  # every fact unknown
+    with pytest.raises(SchemaError):
+        validate({**_record(), "host": {"load_avg": [1.0, 2.0]}}, "run-record")
+    with pytest.raises(SchemaError):
+        validate({**_record(), "host": {"boost": "yes"}}, "run-record")
+
+
+@pytest.mark.usefixtures("fake_engines")
+def test_every_started_run_records_its_host(capsys, monkeypatch, tmp_path) -> None:
+    root = fake_root(tmp_path, {0: "performance", 1: "performance"}, boost="0")
+    calls = []
+
+    def fake_host() -> dict:
+        calls.append(1)
+        return provenance.run_host(root, lambda: {0, 1})
+
+    monkeypatch.setattr(execute, "run_host", fake_host)
+    code, out, err = run_cli(capsys, monkeypatch, "scenario", "run", str(FAKE_SCENARIO), "--runtime", "local", "--out", str(tmp_path / "out"),
+                             "--json", "--engines", "fake", "--precisions", "fp32")
+    assert code == 0, err
+    artifact = Path(json.loads(out)["artifact"])
+    assert validate_artifact(artifact) == []
+    records = [json.loads(p.read_text()) for p in sorted(artifact.glob("runs/*/run.json"))]
+    assert records and len(calls) == len(records)
+    for record in records:
+        assert record["host"] == {"cpu_model": "AMD EPYC 9654 96-Core Processor", "cpu_affinity": "0-1", "cpu_affinity_count": 2,
+                                  "governors": {"performance": "0-1"}, "scaling_driver": "acpi-cpufreq", "boost": False,
+                                  "boost_source": "cpufreq/boost", "load_avg": [0.52, 1.25, 3.0]}
