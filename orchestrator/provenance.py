@@ -13,8 +13,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from bench_engine.hardware import cpu_model_of
+
 CPU_SYS = "sys/devices/system/cpu"
-MODEL_KEYS = ("model name", "Processor", "cpu model", "Hardware", "cpu")  # x86, older ARM, MIPS, ARM boards, POWER
 
 
 def _read(path: Path) -> str | None:
@@ -40,12 +41,7 @@ def cpu_model(root: Path) -> str | None:
     text = _read(root / "proc/cpuinfo")
     if not text:
         return None
-    fields: dict[str, str] = {}
-    for line in text.splitlines():
-        key, sep, value = line.partition(":")
-        if sep and value.strip():
-            fields.setdefault(key.strip(), " ".join(value.split()))
-    return next((fields[k] for k in MODEL_KEYS if k in fields), None)
+    return cpu_model_of(text)
 
 
 def _own_affinity() -> set[int] | None:

@@ -5,19 +5,28 @@ from __future__ import annotations
 
 import platform
 
+MODEL_KEYS = ("model name", "Processor", "cpu model", "Hardware", "cpu")  # x86, older ARM, MIPS, ARM boards, POWER
 TF32_MIN_MAJOR = 8  # NVIDIA compute capability 8.0 (Ampere) and newer have TF32 tensor cores
+
+
+def cpu_model_of(cpuinfo: str) -> str | None:
+    """The CPU model a /proc/cpuinfo text names (x86 'model name', else the ARM or POWER lines), whitespace collapsed."""
+    fields: dict[str, str] = {}
+    for line in cpuinfo.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and value.strip():
+            fields.setdefault(key.strip(), " ".join(value.split()))
+    return next((fields[k] for k in MODEL_KEYS if k in fields), None)
 
 
 def cpu_name() -> str:
     """The CPU model as /proc/cpuinfo names it (the platform's processor or machine elsewhere)."""
     try:
         with open("/proc/cpuinfo") as handle:
-            for line in handle:
-                if line.lower().startswith("model name"):
-                    return line.split(":", 1)[1].strip()
+            model = cpu_model_of(handle.read())
     except OSError:
-        pass
-    return platform.processor() or platform.machine() or "cpu"
+        model = None
+    return model or platform.processor() or platform.machine() or "cpu"
 
 
 def cuda_version_text(value: int | None) -> str | None:
