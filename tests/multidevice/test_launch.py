@@ -47,7 +47,7 @@ def test_shard_plan_takes_contiguous_shares_of_every_global_batch() -> None:
 
 def _doc(rank: int, windows: list[list[float]], setup: float, start_wall: float, warmup: float) -> dict[str, Any]:
     return {
-        "status": "ok", "engine": "x", "run_id": "r", "environment": {"devices": [f"rank{rank}"]},
+        "schema_version": 1, "status": "ok", "engine": "x", "run_id": "r", "environment": {"devices": [f"rank{rank}"]},
         "work": {"steps": 4, "samples": 64, "epochs": 1, "batch_global": 16, "world_size": 2},
         "measurements": {"setup_s": setup, "warmup_s": warmup, "warmup_steps": 1, "steady": {},
                          "epochs": [{"epoch": 1, "steps": 4, "samples": 64, "time_s": warmup + sum(w[2] for w in windows)}],

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench_engine.api import StepBatch, Workload
+from bench_engine.contract import latency_of, steady_of
 from bench_engine.progress import Heartbeat, current
 from bench_engine.schedule import batches_of_epoch, epoch_samples
 
@@ -81,38 +82,6 @@ class Measurements:
     def latency_ms(self) -> dict[str, float] | None:
         """Per-batch latency percentiles from windows of one step each (inference)."""
         return latency_of(self.windows)
-
-
-def steady_of(windows: list[list[float]]) -> dict[str, Any]:
-    """Steady-state totals of timing windows ``[steps, samples, seconds]``."""
-    steps = int(sum(w[0] for w in windows))
-    samples = int(sum(w[1] for w in windows))
-    seconds = float(sum(w[2] for w in windows))
-    return {
-        "steps": steps,
-        "samples": samples,
-        "time_s": seconds,
-        "throughput": (samples / seconds) if seconds > 0 else None,
-    }
-
-
-def latency_of(windows: list[list[float]]) -> dict[str, float] | None:
-    """Per-batch latency percentiles from the windows of one step each (inference)."""
-    per_step = [w[2] / w[0] * 1000.0 for w in windows if w[0] == 1]
-    if not per_step:
-        return None
-    import numpy as np
-
-    arr = np.asarray(per_step)
-    return {
-        "mean": float(arr.mean()),
-        "p50": float(np.percentile(arr, 50)),
-        "p90": float(np.percentile(arr, 90)),
-        "p95": float(np.percentile(arr, 95)),
-        "p99": float(np.percentile(arr, 99)),
-        "min": float(arr.min()),
-        "max": float(arr.max()),
-    }
 
 
 def run_harness(workload: Workload, spec: dict[str, Any], samples: int, measured: Measurements,

@@ -54,7 +54,7 @@ from typing import Any
 
 from bench_engine import progress
 from bench_engine.api import Engine, StepBatch, Workload
-from bench_engine.harness import latency_of, steady_of
+from bench_engine.contract import EngineResult
 from bench_engine.lifeline import PARENT_ENV
 from bench_engine.result import base_result, cap_windows, log
 from bench_engine.watch import DUMP_WAIT_S, STACK_SIGNAL, RankWatch, kill_tree
@@ -173,44 +173,6 @@ def _arm(workload: Workload, rank: int, step: int, mode: str) -> None:
 # ----------------------------------------------------------------------------- merging the workers' documents
 
 
-def merge_measurements(docs: list[dict[str, Any]], launch_wall: float) -> dict[str, Any]:
-    """The run's measurements from every worker's: the slowest worker's time for every figure."""
-    all_m = [d["measurements"] for d in docs]
-    base = dict(all_m[0])
-    counts = {len(m.get("windows") or []) for m in all_m}
-    if len(counts) != 1:
-        raise RuntimeError(f"workers timed different numbers of windows: {sorted(counts)}")
-    windows = []
-    for parts in zip(*(m.get("windows") or [] for m in all_m), strict=True):
-        if len({(w[0], w[1]) for w in parts}) != 1:
-            raise RuntimeError(f"workers disagree on a timing window: {parts}")
-        windows.append([parts[0][0], parts[0][1], max(w[2] for w in parts)])
-    epochs = []
-    for parts in zip(*(m.get("epochs") or [] for m in all_m), strict=True):
-        epochs.append({**parts[0], "time_s": max(e["time_s"] for e in parts)})
-    offsets = [_offset(d, launch_wall) for d in docs]
-    peaks = [m.get("peak_memory_bytes") for m in all_m if m.get("peak_memory_bytes") is not None]
-    base.update(
-        setup_s=max(m["setup_s"] + off for m, off in zip(all_m, offsets, strict=True)),
-        warmup_s=max(m["warmup_s"] for m in all_m),
-        epochs=epochs,
-        windows=windows,
-        steady=steady_of(windows),
-        peak_memory_bytes=max(peaks) if peaks else None,
-    )
-    latency = latency_of(windows)
-    if latency:
-        base["latency_ms"] = latency
-    else:
-        base.pop("latency_ms", None)
-    base["workers"] = [
-        {"rank": d[WORKER_KEY]["rank"], "setup_s": m["setup_s"] + off, "warmup_s": m["warmup_s"],
-         "steady_time_s": steady_of(m.get("windows") or [])["time_s"], "peak_memory_bytes": m.get("peak_memory_bytes")}
-        for d, m, off in zip(docs, all_m, offsets, strict=True)
-    ]
-    return base
-
-
 def _offset(doc: dict[str, Any], launch_wall: float) -> float:
     """Seconds from the launcher's start to the worker's start."""
     start = (doc.get(WORKER_KEY) or {}).get("start_wall")
@@ -218,15 +180,11 @@ def _offset(doc: dict[str, Any], launch_wall: float) -> float:
 
 
 def merge_results(docs: list[dict[str, Any]], launch_wall: float) -> dict[str, Any]:
-    """The single result of a run whose workers all finished ok (``docs`` in rank order)."""
-    result = {k: v for k, v in docs[0].items() if k != WORKER_KEY}
-    work = [d["work"] for d in docs]
-    for field in ("steps", "samples", "epochs", "batch_global", "world_size"):
-        values = {w[field] for w in work}
-        if len(values) != 1:
-            raise RuntimeError(f"workers disagree on {field}: {sorted(values)}")
-    result["measurements"] = merge_measurements(docs, launch_wall)
-    return result
+    """The single result of a run whose workers all finished ok (``docs`` in rank order): rank 0's document,
+    the slowest worker's times (:meth:`bench_engine.contract.EngineResult.merge`), each worker's own figures."""
+    ranks = [EngineResult.from_json(d) for d in docs]
+    offsets = [_offset(d, launch_wall) for d in docs]
+    return EngineResult.merge(ranks, offsets, [d[WORKER_KEY]["rank"] for d in docs]).to_json()
 
 
 # ----------------------------------------------------------------------------- the launcher

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_engine.api import Engine
+from bench_engine.contract import thin
 
 RESULT_SCHEMA_VERSION = 1
 ENGINE_LIB_VERSION = "1.0.0"
@@ -57,10 +58,8 @@ def base_environment(engine: Engine) -> dict[str, Any]:
 
 def cap_windows(measurements: dict[str, Any], limit: int) -> None:
     """Keep at most ``limit`` timing windows in the file, evenly spaced (totals use them all)."""
-    windows = measurements.get("windows") or []
-    if len(windows) > limit:
-        stride = len(windows) / limit
-        measurements["windows"] = [windows[int(i * stride)] for i in range(limit)]
+    if measurements.get("windows"):
+        measurements["windows"] = thin(measurements["windows"], limit)
 
 
 def base_result(engine: Engine, spec: dict[str, Any]) -> dict[str, Any]:

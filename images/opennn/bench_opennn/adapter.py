@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench_engine.contract import steady_of
 from bench_engine.data import CANONICAL_FILES, DatasetError, split_sha256
-from bench_engine.harness import steady_of
 from bench_engine.main import read_command_line
 from bench_engine.result import ENGINE_LIB_VERSION, RESULT_SCHEMA_VERSION, cap_windows, write_json_atomic
 from bench_opennn.events import DriverEvents, parse_events
