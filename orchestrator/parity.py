@@ -7,6 +7,7 @@ from collections import Counter, defaultdict
 from typing import Any
 
 from bench_engine import schedule
+from bench_engine.contract import Parity
 
 Mismatch = dict[str, Any]
 
@@ -45,51 +46,50 @@ def check_against_spec(spec: dict[str, Any], result: dict[str, Any], device_kind
     work = result.get("work")
     if not work:
         return [_mismatch("work", "present", None)]
-    parity = spec["parity"]
+    parity = Parity.from_json(spec["parity"])
+    expected_parameters = spec["expected"].get("trainable_parameters")
     pairs = [
-        ("mode", parity["mode"], work["mode"]),
-        ("model.arch", parity["model"]["arch"], work["arch"]),
-        ("model.num_classes", parity["model"]["num_classes"], work["num_classes"]),
-        ("dataset.sha256", parity["dataset"]["sha256"], work["dataset_sha256"]),
-        ("dataset.samples", parity["dataset"]["samples"], work["dataset_samples"]),
-        ("batch.per_device", parity["batch"]["per_device"], work["batch_per_device"]),
-        ("batch.global", parity["batch"]["global"], work["batch_global"]),
-        ("devices", parity["devices"], work["world_size"]),
-        ("epochs", parity["epochs"], work["epochs"]),
-        ("steps", parity["total_steps"], work["steps"]),
-        ("samples", expected_samples(spec), work["samples"]),
-        ("precision", parity["precision"], work["precision"]["name"]),
+        ("mode", parity.mode, work["mode"]),
+        ("model.arch", parity.arch, work["arch"]),
+        ("model.num_classes", parity.num_classes, work["num_classes"]),
+        ("dataset.sha256", parity.dataset.sha256, work["dataset_sha256"]),
+        ("dataset.samples", parity.dataset.samples, work["dataset_samples"]),
+        ("batch.per_device", parity.batch.per_device, work["batch_per_device"]),
+        ("batch.global", parity.batch.global_, work["batch_global"]),
+        ("devices", parity.devices, work["world_size"]),
+        ("epochs", parity.epochs, work["epochs"]),
+        ("steps", parity.total_steps, work["steps"]),
+        ("samples", parity.expected_samples(), work["samples"]),
+        ("precision", parity.precision, work["precision"]["name"]),
+        ("input", list(parity.input.hwc), work.get("input_shape")),
+        ("data_placement", parity.data_placement, work.get("data_placement")),
+        ("param_dtypes", [PRECISION_POLICY[parity.precision][1]], [canonical_dtype(d) for d in work.get("param_dtypes") or []] or None),
     ]
-    shape = [parity["input"]["height"], parity["input"]["width"], parity["input"]["channels"]]
-    pairs.append(("input", shape, work.get("input_shape")))
-    pairs.append(("data_placement", parity["data_placement"], work.get("data_placement")))
-    pairs.append(("param_dtypes", [PRECISION_POLICY[parity["precision"]][1]], [canonical_dtype(d) for d in work.get("param_dtypes") or []] or None))
-    init = parity.get("init") or {"mode": "framework"}
+    init = parity.init or {"mode": "framework"}
     got_init = work.get("init") or {}
     pairs.append(("init.mode", init["mode"], got_init.get("mode")))
     if init["mode"] == "shared":
         pairs.append(("init.sha256", init["sha256"], got_init.get("sha256")))
-    expected_params = spec["expected"].get("trainable_parameters")
-    if expected_params is not None:
-        pairs.append(("trainable_parameters", expected_params, work["trainable_parameters"]))
+    if expected_parameters is not None:
+        pairs.append(("trainable_parameters", expected_parameters, work["trainable_parameters"]))
     mismatches = [_mismatch(f, e, a) for f, e, a in pairs if e != a]
-    mismatches += _precision_policy(parity["precision"], work["precision"], device_kind, parity["mode"])
+    mismatches += _precision_policy(parity.precision, work["precision"], device_kind, parity.mode)
     mismatches += _observed(parity, work.get("observed"))
-    if parity["mode"] == "train":
-        mismatches += check_optimizer(parity["optimizer"], work.get("optimizer"))
-        mismatches += check_loss(parity["loss"], work.get("loss"))
+    if parity.mode == "train":
+        mismatches += check_optimizer(dict(parity.optimizer), work.get("optimizer"))
+        mismatches += check_loss(parity.loss, work.get("loss"))
     return mismatches
 
 
-def _observed(parity: dict[str, Any], observed: dict[str, Any] | None) -> list[Mismatch]:
+def _observed(parity: Parity, observed: dict[str, Any] | None) -> list[Mismatch]:
     """The dtypes of a traced step: the convolution computes in the precision's dtype, gradients are fp32."""
-    compute = PRECISION_POLICY[parity["precision"]][0]
+    compute = PRECISION_POLICY[parity.precision][0]
     if not observed:
         return [_mismatch("observed", {"compute_dtype": compute}, observed)]
     out = []
     if canonical_dtype(observed.get("compute_dtype")) != compute:
         out.append(_mismatch("observed.compute_dtype", compute, observed.get("compute_dtype")))
-    if parity["mode"] == "train" and canonical_dtype(observed.get("grad_dtype")) != "float32":
+    if parity.mode == "train" and canonical_dtype(observed.get("grad_dtype")) != "float32":
         out.append(_mismatch("observed.grad_dtype", "float32", observed.get("grad_dtype")))
     return out
 

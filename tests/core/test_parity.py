@@ -12,10 +12,10 @@ def make_spec(samples=100, batch=32, steps=3, epochs=2, precision="fp32"):
         "parity": {
             "mode": "train", "model": {"arch": "resnet50_v1.5", "num_classes": 10},
             "input": {"height": 32, "width": 32, "channels": 3},
-            "dataset": {"sha256": "a" * 64, "samples": samples},
+            "dataset": {"name": "cifar10", "path": "/data", "sha256": "a" * 64, "samples": samples, "split": "train"},
             "batch": {"per_device": batch, "global": batch, "drop_last": steps * batch <= samples},
             "devices": 1, "epochs": epochs, "steps_per_epoch": steps, "total_steps": steps * epochs,
-            "precision": precision, "data_placement": "device",
+            "precision": precision, "data_placement": "device", "seed": 0, "warmup_steps": 1,
             "optimizer": {"name": "sgd", "lr": 0.1, "momentum": 0.9, "weight_decay": 5e-5, "nesterov": False},
             "loss": "cross_entropy", "init": {"mode": "shared", "file": "init.safetensors", "sha256": "c" * 64, "format": "bench-init-v1"},
         },
