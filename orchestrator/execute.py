@@ -325,7 +325,7 @@ def _run_plans(artifact: Artifact, scenario: Scenario, plans: list[RunPlan], spl
         except KeyboardInterrupt as exc:
             # A signal outside the engine's own wait (writing the spec, reading the result, the manifest).
             if not records or records[-1]["run_id"] != plan.run_id:
-                record = _record(plan, "interrupted", signals.describe(exc), {"name": runtime.name}, started, 0.0)
+                record = _record(plan, "interrupted", signals.interrupt_reason(exc), {"name": runtime.name}, started, 0.0)
                 write_json(artifact.run_dir(plan.run_id) / "run.json", record, "run-record")
                 records.append(record)
                 reporter.run_finished(record)

@@ -44,7 +44,7 @@ def exit_status(default: int = 130) -> int:
     return 128 + _received[0] if _received else default
 
 
-def describe(exc: BaseException | None = None) -> str:
+def interrupt_reason(exc: BaseException | None = None) -> str:
     """'interrupted by the user (Ctrl-C)' or 'interrupted by SIGTERM' (the record's reason)."""
     signum = exc.signum if isinstance(exc, Terminated) else received()
     if signum is None or signum == signal.SIGINT:

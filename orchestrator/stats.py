@@ -20,7 +20,7 @@ def interval_kind(n: int) -> str:
     return "ci95" if n >= MIN_CI_REPEATS else "range"
 
 
-def describe(values: list[float], seed: int = 0) -> dict[str, Any] | None:
+def sample_summary(values: list[float], seed: int = 0) -> dict[str, Any] | None:
     """median, mean, min, max, IQR, relative spread and a bootstrap 95% CI of the median."""
     if not values:
         return None

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from orchestrator.stats import describe, interval_kind, ratio_of_medians, ratio_range, significance, spread_warning
+from orchestrator.stats import interval_kind, ratio_of_medians, ratio_range, sample_summary, significance, spread_warning
 from orchestrator.trajectory import numerical_parity
 from orchestrator.utilisation import utilisation
 
@@ -98,18 +98,18 @@ def summarize(scenario: str, artifact_id: str, smoke: bool, runs: list[tuple[dic
         valid = [(row, res) for row, res in members if row["status"] == "ok" and row["throughput"]]
         throughputs = [row["throughput"] for row, _ in valid]
         latency = [res["measurements"]["latency_ms"]["mean"] for _, res in valid if res and "latency_ms" in res["measurements"]]
-        summary_tp = describe(throughputs)
+        summary_tp = sample_summary(throughputs)
         warnings = [w for w in [spread_warning(summary_tp)] if w]
         group = dict(zip(GROUP_KEYS, key, strict=True))
         group.update(
             n=len(valid),
             n_total=len(members),
             throughput=summary_tp,
-            setup_s=describe([row["setup_s"] for row, _ in valid if row["setup_s"] is not None]),
-            warmup_s=describe([row["warmup_s"] for row, _ in valid if row["warmup_s"] is not None]),
+            setup_s=sample_summary([row["setup_s"] for row, _ in valid if row["setup_s"] is not None]),
+            warmup_s=sample_summary([row["warmup_s"] for row, _ in valid if row["warmup_s"] is not None]),
             latency_ms=_latency(valid) if latency else None,
-            energy_per_sample_j=describe([row["energy_per_sample_j"] for row, _ in valid if row.get("energy_per_sample_j") is not None]),
-            power_w=describe([row["power_w_mean"] for row, _ in valid if row.get("power_w_mean") is not None]),
+            energy_per_sample_j=sample_summary([row["energy_per_sample_j"] for row, _ in valid if row.get("energy_per_sample_j") is not None]),
+            power_w=sample_summary([row["power_w_mean"] for row, _ in valid if row.get("power_w_mean") is not None]),
             achieved_tflops=_median([row["achieved_tflops"] for row, _ in valid]),
             peak_fraction=_median([row["peak_fraction"] for row, _ in valid]),
             gmacs_per_sample=next((row["gmacs_per_sample"] for row, _ in members if row.get("gmacs_per_sample")), None),

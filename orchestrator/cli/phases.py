@@ -23,7 +23,7 @@ class PhaseLine:
     done: int | None = None
     total: int | None = None
 
-    def describe(self) -> str:
+    def text(self) -> str:
         return f"{self.phase} {self.done}/{self.total}" if self.total else self.phase
 
 
@@ -55,4 +55,4 @@ class PhaseBoard:
     def text(self) -> str:
         """``rank 0: warmup 5/20, rank 1: warmup 4/20`` (``warmup 5/20`` for one process); empty before any line."""
         keys = sorted(self.ranks, key=lambda rank: -1 if rank is None else rank)
-        return ", ".join(self.ranks[k].describe() if k is None else f"rank {k}: {self.ranks[k].describe()}" for k in keys)
+        return ", ".join(self.ranks[k].text() if k is None else f"rank {k}: {self.ranks[k].text()}" for k in keys)

@@ -66,7 +66,7 @@ def _class_names(record: dict[str, Any]) -> list[str]:
     return list(record.get("class_names") or [str(i) for i in range(record["num_classes"])])
 
 
-def describe(record: dict[str, Any]) -> dict[str, Any]:
+def prepared_facts(record: dict[str, Any]) -> dict[str, Any]:
     """What ``bench data prepare --json`` prints about a prepared record."""
     root = dataset_cache_root() / record["name"]
     names = _class_names(record)
@@ -89,13 +89,13 @@ def describe(record: dict[str, Any]) -> dict[str, Any]:
 
 def prepare_named(name: str, source: str | None = None, sha256: str | None = None, geometry: tuple[int, int, int] | None = None,
                   samples: int | None = None, seed: int = 0) -> dict[str, Any]:
-    """``bench data prepare``: prepare (or find cached) every split of ``name``; returns :func:`describe`'s document."""
+    """``bench data prepare``: prepare (or find cached) every split of ``name``; returns :func:`prepared_facts`' document."""
     info = get_dataset(name, "dataset", synthetic=source == "synthetic")
     geometry = tuple(geometry or info.geometry)
     if sha256 is not None:
         sha256 = normalize_sha256(sha256)
     if source != "synthetic":
-        return describe(info.prepare(source, sha256, geometry, samples))
+        return prepared_facts(info.prepare(source, sha256, geometry, samples))
     if sha256:
         raise BadInput("--sha256: a synthetic dataset has no archive to check")
     record: dict[str, Any] = {"name": name, "geometry": list(geometry), "num_classes": info.num_classes, "synthetic": True,
@@ -108,7 +108,7 @@ def prepare_named(name: str, source: str | None = None, sha256: str | None = Non
         meta = read_meta(prepared.path) or {}
         record["splits"][split] = {"folder": prepared.path.name, "sha256": prepared.sha256, "samples": prepared.samples,
                                    "class_counts": meta.get("class_counts") or class_counts(np.load(prepared.path / "labels.npy"), info.num_classes)}
-    return describe(record)
+    return prepared_facts(record)
 
 
 def check_workload_dataset(workload: dict[str, Any], where: str = "workload") -> None:

@@ -87,7 +87,7 @@ class GpuAccess:
     devices: tuple[str, ...] = ()
     why: str = ""
 
-    def describe(self) -> str:
+    def label(self) -> str:
         if self.mode == "none":
             return "none" + (f" ({self.why})" if self.why else "")
         return f"{','.join(self.devices) if self.devices else 'all'} via {self.mode}"
@@ -340,7 +340,7 @@ class DockerRuntime(Runtime):
             daemon = client.version().get("Version")
         finally:
             client.close()
-        return {"name": self.name, "image": ref, **image_facts(image), "gpus": gpus.describe(), "shm_size": shm, "daemon": daemon}
+        return {"name": self.name, "image": ref, **image_facts(image), "gpus": gpus.label(), "shm_size": shm, "daemon": daemon}
 
     def availability(self, engine: EngineInfo, settings: dict[str, Any]) -> tuple[bool, str]:
         """Like check(), and for --runtime auto also: a GPU host whose daemon cannot hand out GPUs -> local."""
@@ -382,7 +382,7 @@ class DockerRuntime(Runtime):
             return Execution("error", None, str(exc), info)
         except Exception as exc:  # the daemon went away since check()
             return Execution("error", None, f"docker: {_reason(exc)}", info)
-        info.update({"image": ref, **image_facts(image), "gpus": gpus.describe()})
+        info.update({"image": ref, **image_facts(image), "gpus": gpus.label()})
         spec_in, result_in = self.spec_paths(paths)
         paths.log.parent.mkdir(parents=True, exist_ok=True)
         with RunFolderAccess(paths.run_dir, image_user(image), paths.dataset) as access:
@@ -496,7 +496,7 @@ class _Container:
                 outcome = self._run(timeout_s)
             except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM or SIGHUP (orchestrator.signals)
                 code = self._stop()
-                outcome = Execution("interrupted", code, f"{signals.describe(exc)}; container stopped", self.info)
+                outcome = Execution("interrupted", code, f"{signals.interrupt_reason(exc)}; container stopped", self.info)
             except api_error as exc:
                 outcome = Execution("error", None, f"docker: {getattr(exc, 'explanation', None) or exc}", self.info)
             except Exception as exc:  # the daemon went away (connection refused, reset, timed out)

@@ -67,4 +67,4 @@ def run_streamed(argv: Sequence[str], env: dict[str, str], cwd: Path, log_path: 
     except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM or SIGHUP (orchestrator.signals)
         _stop(proc)
         reader.join(timeout=5)
-        return Execution("interrupted", proc.returncode, signals.describe(exc))
+        return Execution("interrupted", proc.returncode, signals.interrupt_reason(exc))

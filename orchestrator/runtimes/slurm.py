@@ -283,7 +283,7 @@ class SlurmRuntime(Runtime):
             view = self._cancel(job_id, job.job_name, info)
             finished = True
             self._collect(job, paths, tail)
-            return Execution("interrupted", exit_status(view.exit_code or ""), f"{signals.describe(exc)}; "
+            return Execution("interrupted", exit_status(view.exit_code or ""), f"{signals.interrupt_reason(exc)}; "
                              + (f"Slurm job {job_id} cancelled" if job_id else "submission cancelled"), info)
         finally:
             if not finished:  # an unexpected error: never leave the job behind

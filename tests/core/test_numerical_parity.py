@@ -11,7 +11,7 @@ import pytest
 from orchestrator.errors import BadInput
 from orchestrator.initweights import canonical_sha256, generate, resnet50_tensors, write_init
 from orchestrator.models import trainable_parameters
-from orchestrator.stats import describe
+from orchestrator.stats import sample_summary
 from orchestrator.summary import summarize
 from orchestrator.trajectory import compare_losses, numerical_parity, tolerance
 
@@ -112,9 +112,9 @@ def test_different_or_framework_weights_give_no_verdict() -> None:
 
 
 def test_fewer_than_five_repeats_give_a_range_not_a_ci() -> None:
-    few = describe([10.0, 11.0, 12.0])
+    few = sample_summary([10.0, 11.0, 12.0])
     assert few["ci95"] is None and few["interval"] == {"kind": "range", "low": 10.0, "high": 12.0}
-    many = describe([10.0, 11.0, 12.0, 10.5, 11.5])
+    many = sample_summary([10.0, 11.0, 12.0, 10.5, 11.5])
     assert many["interval"]["kind"] == "ci95" and many["ci95"] is not None
 
 

@@ -104,9 +104,9 @@ def test_plan_gpus(device, visible, host, support, mode) -> None:
 
 
 def test_plan_gpus_says_why_none() -> None:
-    assert NO_GPU_SUPPORT in plan_gpus("auto", None, 2, NONE).describe()
-    assert "no GPU on this host" in plan_gpus("auto", None, 0, NONE).describe()
-    assert plan_gpus("cuda", "0,1", 2, NVIDIA).describe() == "0,1 via nvidia"
+    assert NO_GPU_SUPPORT in plan_gpus("auto", None, 2, NONE).label()
+    assert "no GPU on this host" in plan_gpus("auto", None, 0, NONE).label()
+    assert plan_gpus("cuda", "0,1", 2, NVIDIA).label() == "0,1 via nvidia"
 
 
 @pytest.mark.parametrize("visible", [None, "0,1"])

@@ -47,7 +47,7 @@ def test_the_rank_behind_is_blamed(tmp_path: Path) -> None:
     time.sleep(0.4)
     blamed = watch.poll({0, 1, 2})
     assert [s.rank for s in blamed] == [1]  # 3 steps where the others made 5
-    message = watch.describe(blamed, 3)
+    message = watch.stall_message(blamed, 3)
     assert message.startswith("rank 1 of 3 stalled in timing: no progress for 0 s (limit measurement.stall_s = 0.3 s) after step 3/10")
     assert "rank 0 timing 5/10" in message and "rank 2 timing 5/10" in message
     beats[0].phase("setup")  # rank 0 back in a setup phase: the generous bound applies to it

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.stats import compare_samples, describe, mann_whitney, min_attainable_p, ratio_of_medians, significance, spread_warning
+from orchestrator.stats import compare_samples, mann_whitney, min_attainable_p, ratio_of_medians, sample_summary, significance, spread_warning
 
 
 def test_describe_known_sample() -> None:
-    d = describe([5.0, 1.0, 4.0, 2.0, 3.0])
+    d = sample_summary([5.0, 1.0, 4.0, 2.0, 3.0])
     assert d["n"] == 5
     assert d["median"] == 3.0 and d["mean"] == 3.0
     assert (d["min"], d["max"]) == (1.0, 5.0)
@@ -16,27 +16,27 @@ def test_describe_known_sample() -> None:
     assert d["stdev"] == pytest.approx(1.5811388, rel=1e-6)
     low, high = d["ci95"]
     assert 1.0 <= low <= 3.0 <= high <= 5.0
-    assert describe([5.0, 1.0, 4.0, 2.0, 3.0]) == d  # seeded: reproducible
+    assert sample_summary([5.0, 1.0, 4.0, 2.0, 3.0]) == d  # seeded: reproducible
 
 
 def test_describe_edge_cases() -> None:
-    assert describe([]) is None
-    one = describe([7.0])
+    assert sample_summary([]) is None
+    one = sample_summary([7.0])
     assert one["median"] == 7.0 and one["ci95"] is None and one["stdev"] == 0.0
-    three = describe([2.0, 2.0, 3.0])  # fewer than 5 repeats: the range, labelled so, no "95% CI"
+    three = sample_summary([2.0, 2.0, 3.0])  # fewer than 5 repeats: the range, labelled so, no "95% CI"
     assert three["ci95"] is None and three["interval"] == {"kind": "range", "low": 2.0, "high": 3.0}
-    assert describe([2.0] * 5)["ci95"] == [2.0, 2.0]
+    assert sample_summary([2.0] * 5)["ci95"] == [2.0, 2.0]
 
 
 def test_bootstrap_ci_narrows_with_tight_data() -> None:
-    tight = describe([100.0, 100.5, 99.5, 100.2, 99.8, 100.1, 99.9, 100.3])
+    tight = sample_summary([100.0, 100.5, 99.5, 100.2, 99.8, 100.1, 99.9, 100.3])
     assert tight["ci95"][0] >= 99.5 and tight["ci95"][1] <= 100.5
     assert spread_warning(tight) is None
 
 
 def test_spread_warning() -> None:
-    assert "high spread" in spread_warning(describe([100.0, 150.0, 80.0, 120.0]))
-    assert spread_warning(describe([100.0])) is None
+    assert "high spread" in spread_warning(sample_summary([100.0, 150.0, 80.0, 120.0]))
+    assert spread_warning(sample_summary([100.0])) is None
 
 
 def test_mann_whitney_clearly_different() -> None:

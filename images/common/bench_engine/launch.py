@@ -313,7 +313,7 @@ def launch(engine: Engine, spec: dict[str, Any], spec_path: Path, result_path: P
             except queue.Empty:
                 culprits = watch.poll({w.rank for w in workers if w.code is None})
                 if culprits:
-                    message = watch.describe(culprits, world)
+                    message = watch.stall_message(culprits, world)
                     log(f"{message}; stopping every worker")
                     stalled = ([workers[c.rank] for c in culprits], message)
                     _stop_stalled(workers, exits)

@@ -52,7 +52,7 @@ class Snapshot:
     total: int
     beats: int
 
-    def describe(self) -> str:
+    def text(self) -> str:
         return f"{self.phase} {self.done}/{self.total}" if self.total else self.phase
 
 
@@ -113,7 +113,7 @@ class Heartbeat:
     def _emit(self) -> None:
         self._emitted = self.last_progress
         out = self.out or sys.stderr
-        out.write(f"{LINE_PREFIX}{self.snapshot().describe()}\n")
+        out.write(f"{LINE_PREFIX}{self.snapshot().text()}\n")
         out.flush()
 
 

@@ -134,7 +134,7 @@ class RankWatch:
     def bound(self, state: RankState) -> float:
         return bound_for(state.snapshot.phase, self.stall_s, self.setup_stall_s)
 
-    def describe(self, culprits: list[RankState], world: int) -> str:
+    def stall_message(self, culprits: list[RankState], world: int) -> str:
         """The failure message: the stalled ranks, their phase and step, and where every other rank is."""
         now = time.monotonic()
         first = culprits[0]
@@ -145,7 +145,7 @@ class RankWatch:
                 f"(limit {setting} = {self.bound(first):g} s)")
         if first.snapshot.total:
             text += f" after step {first.snapshot.done}/{first.snapshot.total} of the phase"
-        others = [f"rank {s.rank} {s.snapshot.describe()} (last progress {now - s.last_progress:.0f} s ago)"
+        others = [f"rank {s.rank} {s.snapshot.text()} (last progress {now - s.last_progress:.0f} s ago)"
                   for s in self.ranks if s not in culprits]
         if others:
             text += "; " + ", ".join(others)

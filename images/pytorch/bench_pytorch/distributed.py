@@ -48,7 +48,7 @@ class DistContext:
     def world_size(self) -> int:
         return self.worker.world_size
 
-    def describe(self) -> str:
+    def layout(self) -> str:
         return (f"DistributedDataParallel, {self.world_size} processes (one per device), backend {self.backend}, "
                 f"torchrun-style env rendezvous {self.worker.master_addr}:{self.worker.master_port}")
 

@@ -20,9 +20,9 @@ class PyTorchEngine(Engine):
         return int(spec["parity"]["devices"])
 
     def environment(self, spec: dict[str, Any]) -> dict[str, Any]:
-        from bench_pytorch.environment import describe
+        from bench_pytorch.environment import environment_facts
 
-        return describe(spec)
+        return environment_facts(spec)
 
     def prepare(self, spec: dict[str, Any], data: Dataset) -> Workload:
         from bench_pytorch.environment import run_device

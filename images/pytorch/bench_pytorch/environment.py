@@ -30,7 +30,7 @@ def run_device(spec: dict[str, Any]) -> torch.device:
     return resolve_device(spec["device"]) if worker is None else worker_device(spec["device"], worker)
 
 
-def describe(spec: dict[str, Any]) -> dict[str, Any]:
+def environment_facts(spec: dict[str, Any]) -> dict[str, Any]:
     """The environment block of the result (raises UnsupportedError for an impossible device)."""
     from bench_pytorch.distributed import cpu_threads, require_worker
 

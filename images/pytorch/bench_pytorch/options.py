@@ -13,7 +13,7 @@ DDP_GRAPH_WARMUP = 11  # eager DDP iterations PyTorch requires before capturing 
 
 
 @dataclass
-class Plan:
+class OptimizationPlan:
     """What the workload will do, plus ``optimizations``: every switch as {applied, detail}."""
 
     cuda: bool
@@ -38,9 +38,9 @@ def _choice(options: dict[str, Any], key: str, auto_value: bool) -> tuple[bool, 
     return bool(value), "option"
 
 
-def resolve_plan(spec: dict[str, Any], cuda: bool) -> Plan:
-    """Turn the spec's path and engine options into a :class:`Plan` for this device."""
-    plan = Plan(cuda=cuda)
+def resolve_plan(spec: dict[str, Any], cuda: bool) -> OptimizationPlan:
+    """Turn the spec's path and engine options into a :class:`OptimizationPlan` for this device."""
+    plan = OptimizationPlan(cuda=cuda)
     where = "cuda" if cuda else "cpu"
     if spec["path"] == "baseline":
         plan.note("channels_last", False, "baseline: NCHW (framework default)")
@@ -91,7 +91,7 @@ def resolve_plan(spec: dict[str, Any], cuda: bool) -> Plan:
     return plan
 
 
-def _ddp_graphs(plan: Plan, spec: dict[str, Any], why: str) -> None:
+def _ddp_graphs(plan: OptimizationPlan, spec: dict[str, Any], why: str) -> None:
     """CUDA graphs of a DDP step: 11+ eager DDP iterations first, the capture inside the warmup steps."""
     parity = spec["parity"]
     plan.graph_warmup_steps = max(plan.graph_warmup_steps, DDP_GRAPH_WARMUP)

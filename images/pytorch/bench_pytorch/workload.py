@@ -16,7 +16,7 @@ from bench_engine.shards import ShardPlan, plan_shards, shard_dataset
 from bench_pytorch.batches import BatchSource
 from bench_pytorch.distributed import DistContext, init_process_group, require_worker, wrap_ddp
 from bench_pytorch.model import build_model, trainable_parameters
-from bench_pytorch.options import Plan, resolve_plan
+from bench_pytorch.options import OptimizationPlan, resolve_plan
 from bench_pytorch.precision import Precision, apply_precision
 from bench_pytorch.readback import load_shared_init, loss_readback, optimizer_readback, param_dtypes, traced_step
 from bench_pytorch.step import EagerRunner, GraphRunner, TrainParts, build_infer_step, build_train_step, without_autotune
@@ -120,7 +120,7 @@ def make_optimizer(model: nn.Module, settings: dict[str, Any], fused: bool) -> t
     )
 
 
-def _check_graph_safe(plan: Plan, precision: Precision) -> None:
+def _check_graph_safe(plan: OptimizationPlan, precision: Precision) -> None:
     """fp16 loss scaling is graph-safe only with the fused SGD (the other path reads found_inf on the host)."""
     if plan.cuda_graphs and precision.loss_scaling and not plan.fused_optimizer:
         plan.cuda_graphs = False
@@ -178,7 +178,7 @@ def build_workload(spec: dict[str, Any], data: Dataset, device: torch.device) ->
         plan.note("data_placement", True, f"{parity['data_placement']}: {source.detail}; this rank's shard only "
                                           f"({shards.shard_samples} of {data.samples} samples)")
         what = "DDP, gradients all-reduced in buckets during backward" if training else "independent forward passes"
-        plan.note("data_parallel", True, f"{dist.describe()}; {what}; rank r takes samples start + r*{batch} .. + {batch} "
+        plan.note("data_parallel", True, f"{dist.layout()}; {what}; rank r takes samples start + r*{batch} .. + {batch} "
                                          f"of every global batch of {shards.global_batch}; BatchNorm statistics per device")
     else:
         plan.note("data_placement", True, f"{parity['data_placement']}: {source.detail}")
