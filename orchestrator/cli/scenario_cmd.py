@@ -159,7 +159,3 @@ def list_cmd(as_json: bool = typer.Option(False, "--json")) -> None:
     for row in rows:
         table.add_row(row["name"], ",".join(row["engines"]), ",".join(row["precisions"]), row["description"][:120])
     out.print(table)
-
-
-def register(app: typer.Typer) -> None:
-    app.add_typer(scenario_app, name="scenario")

@@ -96,7 +96,3 @@ def _show(plan, as_json: bool, dry_run: bool) -> None:
     if dry_run:
         todo, total = len(plan.to_run) + len(plan.unsearched), len(plan.runs) + len(plan.unsearched)
         out.print(f"{todo} of {total} runs would run again (runtime {plan.runtime}, device {plan.device})")
-
-
-def register(app: typer.Typer) -> None:
-    """Nothing to add at the root: the command lives on ``bench scenario`` (registered by scenario_cmd)."""
