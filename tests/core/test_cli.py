@@ -109,3 +109,16 @@ def test_command_tree_is_registered_explicitly():
     assert tree == {"data": ["prepare", "list"], "env": ["create"], "image": ["build", "bump", "list", "inspect"],
                     "results": ["show", "validate", "compare", "report", "archive"],
                     "scenario": ["run", "validate", "show", "list", "resume"]}
+
+
+def test_run_and_resume_share_the_slurm_options():
+    import typer.main
+
+    from orchestrator.cli.app import app
+
+    scenario = typer.main.get_command(app).commands["scenario"]
+
+    def slurm(command: str) -> list[tuple[tuple[str, ...], str | None]]:
+        return [(tuple(p.opts), p.help) for p in scenario.commands[command].params if any(o.startswith("--slurm-") for o in p.opts)]
+
+    assert len(slurm("run")) == 8 and slurm("run") == slurm("resume")
