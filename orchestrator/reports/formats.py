@@ -70,6 +70,16 @@ def joined(sep: str, empty: str = "") -> Format:
     return lambda value: sep.join(map(str, value or [])) or empty
 
 
+def of_total(pair: tuple[int, int]) -> str:
+    """A (valid, total) pair as 'valid/total'."""
+    return f"{pair[0]}/{pair[1]}"
+
+
+def with_reason(template: str) -> Format:
+    """A (verdict, reason) pair as the verdict, followed by ``template.format(reason)`` when there is a reason."""
+    return lambda cell: cell[0] + (template.format(cell[1]) if cell[1] else "")
+
+
 def flag(value: Any) -> str:
     """A device mode: 'on', 'off', or '-' when unknown."""
     return DASH if value is None else ("on" if value else "off")

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrator.reports.formats import PERCENT, RATE, SECONDS, TIMES, Span, blank, joined, number, span
-from orchestrator.reports.tables import Column, Table, columns, parity_cells, ratio_cells, scaling_cells, with_reason
+from orchestrator.reports.formats import PERCENT, RATE, SECONDS, TIMES, Span, blank, joined, number, span, with_reason
+from orchestrator.reports.tables import Column, Table, columns, parity_cells, ratio_cells, scaling_cells
 
 
 def runs(summary: dict[str, Any]) -> Table:

@@ -26,8 +26,10 @@ from orchestrator.reports.formats import (
     flag,
     joined,
     number,
+    of_total,
     span,
     text,
+    with_reason,
 )
 
 
@@ -42,6 +44,8 @@ class Column:
 
 @dataclass
 class Table:
+    """A titled table: columns, rows of typed cells, and notes under it."""
+
     key: str
     title: str
     columns: list[Column]
@@ -61,16 +65,6 @@ class Table:
 def columns(*headers: str) -> list[Column]:
     """Plain-text columns."""
     return [Column(header) for header in headers]
-
-
-def of_total(pair: tuple[int, int]) -> str:
-    """(valid, total) as 'valid/total'."""
-    return f"{pair[0]}/{pair[1]}"
-
-
-def with_reason(template: str) -> Format:
-    """A (verdict, reason) cell as the verdict, followed by ``template.format(reason)`` when there is a reason."""
-    return lambda cell: cell[0] + (template.format(cell[1]) if cell[1] else "")
 
 
 def _stat(stats: dict[str, Any] | None, key: str) -> float | None:
