@@ -1,13 +1,11 @@
-"""The ``bench`` root command. Sub-commands are the ``*_cmd.py`` modules of this package.
+"""The ``bench`` root command and its command groups, registered explicitly (``COMMAND_GROUPS``).
 
 Exit codes: 0 success; 1 some runs failed or were invalid; 2 bad input; 130 interrupted (143 SIGTERM, 129 SIGHUP).
 """
 
 from __future__ import annotations
 
-import importlib
 import os
-import pkgutil
 import signal
 import sys
 
@@ -15,6 +13,7 @@ import typer
 from rich.markup import escape
 
 from orchestrator import __version__
+from orchestrator.cli import data_cmd, env_cmd, image_cmd, results_cmd, results_more_cmd, scenario_cmd, scenario_resume_cmd
 from orchestrator.cli.console import err
 from orchestrator.errors import BadInput, Interrupted, one_line
 from orchestrator.signals import exit_status, received, termination_handled
@@ -40,18 +39,22 @@ def root(version: bool = typer.Option(False, "--version", callback=_version, is_
     """bench: containerized multi-framework deep-learning benchmarks."""
 
 
-def _register() -> None:
-    package = sys.modules[__package__]
-    for module in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
-        if not module.name.endswith("_cmd"):
-            continue
-        mod = importlib.import_module(f"{__package__}.{module.name}")
-        register = getattr(mod, "register", None)
-        if register is not None:
-            register(app)
+# Every command module. Importing one adds its commands to its group's Typer app (typer decorators): the app of
+# its own module, or for scenario_resume_cmd (`scenario resume`) and results_more_cmd (`results compare | report |
+# archive`) the group of scenario_cmd and results_cmd.
+COMMAND_MODULES = (data_cmd, env_cmd, image_cmd, results_cmd, results_more_cmd, scenario_cmd, scenario_resume_cmd)
 
+# The command groups of ``bench``, in the order its help lists them.
+COMMAND_GROUPS: tuple[tuple[str, typer.Typer], ...] = (
+    ("data", data_cmd.data_app),
+    ("env", env_cmd.env_app),
+    ("image", image_cmd.image_app),
+    ("results", results_cmd.results_app),
+    ("scenario", scenario_cmd.scenario_app),
+)
 
-_register()
+for _name, _group in COMMAND_GROUPS:
+    app.add_typer(_group, name=_name)
 
 
 def main() -> None:

@@ -9,6 +9,8 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from orchestrator.reports.formats import RATE
+
 _WIDE = 160  # when not attached to a terminal (logs, CI), do not wrap tables at 80 columns
 out = Console(highlight=False, width=None if sys.stdout.isatty() else _WIDE)
 err = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else _WIDE)
@@ -26,9 +28,4 @@ def status_text(status: str) -> str:
     return f"[{STATUS_STYLE.get(status, 'white')}]{escape(status)}[/]"
 
 
-def fmt_rate(value: float | None) -> str:
-    return "-" if value is None else f"{value:,.1f}"
-
-
-def fmt_seconds(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}"
+fmt_rate = RATE  # samples/s as the tables write them (reports/formats.py)

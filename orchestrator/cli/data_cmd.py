@@ -92,7 +92,3 @@ def list_(as_json: bool = typer.Option(False, "--json", help="Print as JSON.")) 
         table.add_row(row["name"], row["split"], f"{row['samples']:,}", "x".join(map(str, row["shape"] or [])), kind,
                       row["sha256"][:12], escape(row["path"]))
     out.print(table)
-
-
-def register(app: typer.Typer) -> None:
-    app.add_typer(data_app, name="data")

@@ -94,7 +94,3 @@ def create(engine: str = typer.Argument(..., help="Engine whose pinned requireme
 
     python = create_env(engine, system_site_packages)
     out.print(f"[green]ready[/]: {engine} -> {python}")
-
-
-def register(app: typer.Typer) -> None:
-    app.add_typer(env_app, name="env")

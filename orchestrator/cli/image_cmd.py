@@ -172,7 +172,3 @@ def inspect_cmd(engine: str = typer.Argument(..., help="Engine whose image to de
         out.print(f"  local         unknown: {escape(facts['daemon'])}")
     else:
         out.print(f"  local         not built (run 'bench image build {facts['engine']}')")
-
-
-def register(app: typer.Typer) -> None:
-    app.add_typer(image_app, name="image")

@@ -90,7 +90,3 @@ def validate(artifact: Path = typer.Argument(..., help="Artifact folder (or .tar
                 err.print(f"[yellow]note[/] {escape(override['action'])} at {escape(override['at'])} overrode "
                           f"{override['problem_count']} integrity problem(s) (see integrity.json)")
     raise typer.Exit(1 if problems else 0)
-
-
-def register(app: typer.Typer) -> None:
-    app.add_typer(results_app, name="results")

@@ -156,7 +156,3 @@ def archive(artifact: Path = typer.Argument(..., help="Artifact folder."),
         print_json({"artifact": str(artifact), "archive": str(written), "bytes": written.stat().st_size, "sha256": digest})
     else:
         out.print(f"archive: {escape(str(written))} ({written.stat().st_size:,} bytes, sha256 {digest})")
-
-
-def register(app: typer.Typer) -> None:
-    """Nothing to add to the root: importing this module added the commands to ``bench results``."""

@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
+from orchestrator.cli import slurm_options
 from orchestrator.cli.console import err, out, print_json, status_text
 from orchestrator.cli.reporter import RichReporter
 from orchestrator.cli.results_view import render_summary
@@ -45,14 +46,14 @@ def run(
     dry_run: bool = typer.Option(False, "--dry-run", help="Validate and print the run matrix without running."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Echo engine output."),
-    slurm_partition: str = typer.Option(None, "--slurm-partition", help="slurm: partition (env BENCH_SLURM_PARTITION)."),
-    slurm_account: str = typer.Option(None, "--slurm-account", help="slurm: account (env BENCH_SLURM_ACCOUNT)."),
-    slurm_time: str = typer.Option(None, "--slurm-time", help="slurm: time limit per run, Slurm syntax, e.g. 30 or 1:00:00."),
-    slurm_gpus: str = typer.Option(None, "--slurm-gpus", help="slurm: GPUs per run, a number or auto."),
-    slurm_sbatch_args: str = typer.Option(None, "--slurm-sbatch-args", help="slurm: extra sbatch options, e.g. '--exclusive'."),
-    slurm_mode: str = typer.Option(None, "--slurm-mode", help="slurm: local (the engine's Python environment) | container."),
-    slurm_container: str = typer.Option(None, "--slurm-container", help="slurm container mode: auto | pyxis | apptainer."),
-    slurm_shared_dir: Path = typer.Option(None, "--slurm-shared-dir", help="slurm: staging folder every node sees (default: the run folder)."),
+    slurm_partition: slurm_options.Partition = None,
+    slurm_account: slurm_options.Account = None,
+    slurm_time: slurm_options.Time = None,
+    slurm_gpus: slurm_options.Gpus = None,
+    slurm_sbatch_args: slurm_options.SbatchArgs = None,
+    slurm_mode: slurm_options.Mode = None,
+    slurm_container: slurm_options.Container = None,
+    slurm_shared_dir: slurm_options.SharedDir = None,
 ) -> None:
     """Run a scenario and write a hashed, schema-valid artifact."""
     from orchestrator.execute import RunOptions, run_scenario
@@ -159,7 +160,3 @@ def list_cmd(as_json: bool = typer.Option(False, "--json")) -> None:
     for row in rows:
         table.add_row(row["name"], ",".join(row["engines"]), ",".join(row["precisions"]), row["description"][:120])
     out.print(table)
-
-
-def register(app: typer.Typer) -> None:
-    app.add_typer(scenario_app, name="scenario")

@@ -11,6 +11,7 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
+from orchestrator.cli import slurm_options
 from orchestrator.cli.console import err, out, print_json, status_text
 from orchestrator.cli.reporter import RichReporter
 from orchestrator.cli.results_view import render_summary
@@ -24,15 +25,14 @@ def resume_cmd(
     runtime: str = typer.Option(None, "--runtime", help="auto | docker | local | slurm ... (default: the runtime the artifact's runs used)."),
     device: str = typer.Option(None, "--device", help="auto | cpu | cuda (default: as the artifact's specs recorded)."),
     python: str = typer.Option(None, "--python", help="Interpreter for the local runtime (and slurm's local mode)."),
-    slurm_partition: str = typer.Option(None, "--slurm-partition", help="slurm: partition (env BENCH_SLURM_PARTITION)."),
-    slurm_account: str = typer.Option(None, "--slurm-account", help="slurm: account (env BENCH_SLURM_ACCOUNT)."),
-    slurm_time: str = typer.Option(None, "--slurm-time", help="slurm: time limit per run, Slurm syntax, e.g. 30 or 1:00:00 (env BENCH_SLURM_TIME)."),
-    slurm_gpus: str = typer.Option(None, "--slurm-gpus", help="slurm: GPUs per run, a number or auto (env BENCH_SLURM_GPUS)."),
-    slurm_sbatch_args: str = typer.Option(None, "--slurm-sbatch-args", help="slurm: extra sbatch options, e.g. '--exclusive' (env BENCH_SLURM_SBATCH_ARGS)."),
-    slurm_mode: str = typer.Option(None, "--slurm-mode", help="slurm: local (the engine's Python environment) | container (env BENCH_SLURM_MODE)."),
-    slurm_container: str = typer.Option(None, "--slurm-container", help="slurm container mode: auto | pyxis | apptainer (env BENCH_SLURM_CONTAINER)."),
-    slurm_shared_dir: Path = typer.Option(None, "--slurm-shared-dir",
-                                          help="slurm: staging folder every node sees (default: the run folder; env BENCH_SLURM_SHARED_DIR)."),
+    slurm_partition: slurm_options.Partition = None,
+    slurm_account: slurm_options.Account = None,
+    slurm_time: slurm_options.Time = None,
+    slurm_gpus: slurm_options.Gpus = None,
+    slurm_sbatch_args: slurm_options.SbatchArgs = None,
+    slurm_mode: slurm_options.Mode = None,
+    slurm_container: slurm_options.Container = None,
+    slurm_shared_dir: slurm_options.SharedDir = None,
     dry_run: bool = typer.Option(False, "--dry-run", help="Only list the runs that would be run again."),
     force: bool = typer.Option(False, "--force", help="Resume an artifact whose files changed since bench wrote them (recorded in its integrity.json)."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary (or, with --dry-run, the plan) as JSON."),
@@ -96,7 +96,3 @@ def _show(plan, as_json: bool, dry_run: bool) -> None:
     if dry_run:
         todo, total = len(plan.to_run) + len(plan.unsearched), len(plan.runs) + len(plan.unsearched)
         out.print(f"{todo} of {total} runs would run again (runtime {plan.runtime}, device {plan.device})")
-
-
-def register(app: typer.Typer) -> None:
-    """Nothing to add at the root: the command lives on ``bench scenario`` (registered by scenario_cmd)."""

@@ -4,6 +4,10 @@
 ``out_dir``: ``report.md`` (+ ``plot-*.png`` beside it when matplotlib is installed), ``runs.csv``,
 ``groups.csv`` and, with ``html``, ``report.html``. The default ``out_dir`` is
 ``<folder holding the artifact>/<artifact-id>-report/`` (see ``default_report_dir``).
+
+Every table is one model (tables.py: columns and typed cells, formats.py: how a cell reads as text), built by
+tables.py (the report), raw_tables.py (the CSV files) and summary_tables.py (the terminal), and written by one
+small exporter per format: markdown.py, html.py, csvout.py and, for the terminal, orchestrator/cli/results_view.py.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ def default_report_dir(source: Path, artifact_id: str) -> Path:
 
 def build_report(data: ReportData, out_dir: Path, html: bool = False, artifact_root: Path | None = None) -> dict[str, Path]:
     """Write the report files; returns {kind: path}. BadInput when ``out_dir`` lies inside the artifact."""
-    from orchestrator.reports import csvout, markdown, plots, tables
+    from orchestrator.reports import csvout, markdown, plots, raw_tables, tables
 
     out_dir = out_dir.resolve()
     if artifact_root is not None and out_dir.is_relative_to(artifact_root.resolve()):
@@ -52,9 +56,9 @@ def build_report(data: ReportData, out_dir: Path, html: bool = False, artifact_r
     written["markdown"] = out_dir / "report.md"
     write_text_atomic(written["markdown"], markdown.render_markdown(data, all_tables, images, plot_note))
     written["runs_csv"] = out_dir / "runs.csv"
-    write_text_atomic(written["runs_csv"], csvout.runs_csv(data))
+    write_text_atomic(written["runs_csv"], csvout.to_csv(raw_tables.runs_data(data)))
     written["groups_csv"] = out_dir / "groups.csv"
-    write_text_atomic(written["groups_csv"], csvout.groups_csv(data))
+    write_text_atomic(written["groups_csv"], csvout.to_csv(raw_tables.groups_data(data)))
     if html:
         from orchestrator.reports.html import render_html
 

@@ -1,4 +1,4 @@
-"""The self-contained HTML report: inline CSS, plots as inline SVG, no external resource of any kind.
+"""HTML exporter: the self-contained report page of the tables; inline CSS, plots as inline SVG, no external resource of any kind.
 
 A few lines of inline script mark, once the page has loaded, how many plots the browser laid out
 (``<body data-plots-rendered="k/n">``); the tests read it back from headless Chromium.
@@ -10,7 +10,7 @@ from html import escape
 
 from orchestrator.reports.data import ReportData
 from orchestrator.reports.plots import Plot, to_svg
-from orchestrator.reports.tables import Table
+from orchestrator.reports.tables import Column, Table
 
 CSS = """
 :root { --fg:#1f2328; --muted:#59636e; --line:#d1d9e0; --head:#f6f8fa; --ok:#1a7f37; --bad:#cf222e; --warn:#9a6700; }
@@ -47,12 +47,11 @@ window.addEventListener('load', function () {
 _NUMERIC = set("0123456789.,-x% ")
 
 
-def _td(value: str, column: str) -> str:
-    text = str(value)
+def _td(text: str, column: Column) -> str:
     cls = []
-    if column == "status":
+    if column.status:
         cls.append(f"status-{escape(text)}")
-    elif column != "value" and text and all(ch in _NUMERIC for ch in text) and any(ch.isdigit() for ch in text):
+    elif column.header != "value" and text and all(ch in _NUMERIC for ch in text) and any(ch.isdigit() for ch in text):
         cls.append("num")
     attr = f' class="{" ".join(cls)}"' if cls else ""
     return f"<td{attr}>{escape(text)}</td>"
@@ -60,8 +59,8 @@ def _td(value: str, column: str) -> str:
 
 def table_html(table: Table, level: int = 2) -> str:
     parts = [f'<h{level} id="{escape(table.key)}">{escape(table.title)}</h{level}>']
-    if table.rows:
-        head = "".join(f"<th>{escape(c)}</th>" for c in table.columns)
+    if table.cells:
+        head = "".join(f"<th>{escape(c)}</th>" for c in table.headers)
         body = "\n".join("<tr>" + "".join(_td(cell, col) for cell, col in zip(row, table.columns, strict=False)) + "</tr>"
                          for row in table.rows)
         parts.append(f'<div class="scroll"><table data-table="{escape(table.key)}"><thead><tr>{head}</tr></thead>'

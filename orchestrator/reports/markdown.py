@@ -1,4 +1,4 @@
-"""The Markdown report: the tables, plus the plots as PNG files beside it when matplotlib is present."""
+"""Markdown exporter: the report's tables, plus the plots as PNG files beside it when matplotlib is present."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ def _cell(text: str) -> str:
 
 def table_md(table: Table, level: int = 2) -> str:
     lines = [f"{'#' * level} {table.title}", ""]
-    if table.rows:
-        header, body = table.columns, table.rows
+    if table.cells:
+        header, body = table.headers, table.rows
         lines.append("| " + " | ".join(_cell(c) for c in header) + " |")
         lines.append("|" + "|".join("---" for _ in header) + "|")
         lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in body]

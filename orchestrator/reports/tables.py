@@ -1,4 +1,10 @@
-"""The report's tables, as plain data that the Markdown and HTML renderers share."""
+"""The one table model every output shares, and the report's tables in it.
+
+A :class:`Table` is columns (a header and the format of their cells) and rows of typed cells (None, numbers,
+strings, :class:`~orchestrator.reports.formats.Span` ...). Each output is a small exporter of it:
+reports/markdown.py, reports/html.py, reports/csvout.py (the cells as they are) and cli/results_view.py (Rich,
+the tables of reports/summary_tables.py).
+"""
 
 from __future__ import annotations
 
@@ -6,40 +12,59 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.reports.data import ReportData
+from orchestrator.reports.formats import (
+    DASH,
+    ENERGY,
+    PERCENT,
+    PVALUE,
+    RATE,
+    SECONDS,
+    TIMES,
+    Format,
+    Span,
+    blank,
+    flag,
+    joined,
+    number,
+    of_total,
+    span,
+    text,
+    with_reason,
+)
+
+
+@dataclass(frozen=True)
+class Column:
+    """A column: its header and how its typed cells read as text."""
+
+    header: str
+    fmt: Format = text
+    status: bool = False  # the cells are run statuses (the terminal and the HTML page colour them)
 
 
 @dataclass
 class Table:
+    """A titled table: columns, rows of typed cells, and notes under it."""
+
     key: str
     title: str
-    columns: list[str]
-    rows: list[list[str]]
+    columns: list[Column]
+    cells: list[list[Any]]  # typed cells, one list per row, in column order
     notes: list[str] = field(default_factory=list)
 
+    @property
+    def headers(self) -> list[str]:
+        return [column.header for column in self.columns]
 
-DASH = "-"
-
-
-def num(value: float | None, digits: int = 1) -> str:
-    return DASH if value is None else f"{value:,.{digits}f}"
-
-
-def sec(value: float | None) -> str:
-    return DASH if value is None else f"{value:.2f}"
+    @property
+    def rows(self) -> list[list[str]]:
+        """The cells as text, each through its column's format."""
+        return [[column.fmt(cell) for column, cell in zip(self.columns, row, strict=True)] for row in self.cells]
 
 
-def interval(ci: list[float] | None, digits: int = 1, suffix: str = "") -> str:
-    return DASH if not ci else f"{ci[0]:,.{digits}f}{suffix} - {ci[1]:,.{digits}f}{suffix}"
-
-
-def energy(value: float | None) -> str:
-    if value is None:
-        return DASH
-    return f"{value:.4g}"
-
-
-def pvalue(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.3g}"
+def columns(*headers: str) -> list[Column]:
+    """Plain-text columns."""
+    return [Column(header) for header in headers]
 
 
 def _stat(stats: dict[str, Any] | None, key: str) -> float | None:
@@ -51,7 +76,7 @@ def overview(data: ReportData) -> Table:
     counts = ", ".join(f"{k}: {v}" for k, v in sorted(s["counts"].items())) or "no runs"
     integrity = "valid (schemas and sha256 of every file)" if not data.problems else \
         f"{len(data.problems)} problem(s): " + "; ".join(str(p) for p in data.problems[:3])
-    rows = [
+    cells = [
         ["scenario", s["scenario"]],
         ["artifact", s["artifact_id"]],
         ["source", data.source],
@@ -62,170 +87,168 @@ def overview(data: ReportData) -> Table:
         ["integrity", integrity],
         ["bench", m.get("bench_version", DASH)],
     ]
-    return Table("overview", "Overview", ["field", "value"], rows)
+    return Table("overview", "Overview", columns("field", "value"), cells)
 
 
 def runs(data: ReportData) -> Table:
-    columns = ["run", "engine", "precision", "path", "batch", "devices", "repeat", "status", "samples/s", "setup s",
-               "warmup s", "wall s", "J/img", "reason"]
-    rows = []
+    cols = [*columns("run", "engine", "precision", "path", "batch", "devices", "repeat"), Column("status", status=True),
+            Column("samples/s", RATE), Column("setup s", SECONDS), Column("warmup s", SECONDS), Column("wall s", SECONDS),
+            Column("J/img", ENERGY), Column("reason", blank)]
     by_id = {r.run_id: r for r in data.runs}
+    cells = []
     for row in data.summary["runs"]:
         record = by_id[row["run_id"]].record if row["run_id"] in by_id else {}
-        rows.append([row["run_id"], row["engine"], row["precision"], row.get("path", DASH), str(row.get("batch_per_device", DASH)),
-                     str(row.get("devices", DASH)), str(row.get("repeat", DASH)), row["status"], num(row.get("throughput")),
-                     sec(row.get("setup_s")), sec(row.get("warmup_s")), sec(record.get("wall_s")),
-                     energy(row.get("energy_per_sample_j")), row.get("reason") or ""])
-    return Table("runs", "Runs", columns, rows, ["samples/s: steady-state throughput (warmup and setup excluded)."])
+        cells.append([row["run_id"], row["engine"], row["precision"], row.get("path"), row.get("batch_per_device"), row.get("devices"),
+                      row.get("repeat"), row["status"], row.get("throughput"), row.get("setup_s"), row.get("warmup_s"),
+                      record.get("wall_s"), row.get("energy_per_sample_j"), row.get("reason")])
+    return Table("runs", "Runs", cols, cells, ["samples/s: steady-state throughput (warmup and setup excluded)."])
 
 
 def groups(data: ReportData) -> Table:
-    columns = ["engine", "precision", "path", "batch", "devices", "n", "median", "min", "max", "IQR", "interval", "J/img (median)",
-               "warnings"]
-    rows = []
+    cols = [*columns("engine", "precision", "path", "batch", "devices"), Column("n", of_total), Column("median", RATE),
+            Column("min", RATE), Column("max", RATE), Column("IQR", RATE), Column("interval", span()),
+            Column("J/img (median)", ENERGY), Column("warnings", joined("; "))]
+    cells = []
     for g in data.summary["groups"]:
         tp = g.get("throughput")
-        rows.append([g["engine"], g["precision"], g["path"], str(g["batch_per_device"]), str(g["devices"]),
-                     f"{g['n']}/{g.get('n_total', g['n'])}", num(_stat(tp, "median")), num(_stat(tp, "min")), num(_stat(tp, "max")),
-                     num(_stat(tp, "iqr")), labelled(tp), energy(_stat(g.get("energy_per_sample_j"), "median")),
-                     "; ".join(g.get("warnings") or [])])
+        cells.append([g["engine"], g["precision"], g["path"], g["batch_per_device"], g["devices"], (g["n"], g.get("n_total", g["n"])),
+                      _stat(tp, "median"), _stat(tp, "min"), _stat(tp, "max"), _stat(tp, "iqr"), Span.labelled(tp),
+                      _stat(g.get("energy_per_sample_j"), "median"), g.get("warnings")])
     notes = ["Steady-state throughput (samples/s) over the valid repeats; n = valid/total runs. "
              "interval: bootstrap (percentile) 95% CI of the median with 5+ repeats; with fewer, the range (min-max) of the repeats."]
-    return Table("groups", "Throughput statistics per group", columns, rows, notes)
+    return Table("groups", "Throughput statistics per group", cols, cells, notes)
+
+
+def ratio_cells(summary: dict[str, Any]) -> list[list[Any]]:
+    """One row per cross-engine ratio: precision, path, batch, devices, engine, vs, ratio, interval, p, significant."""
+    cells = []
+    for r in summary.get("ratios") or []:
+        sig = r.get("significant")
+        spread = Span.of(r["ci95"], "ci95") if r.get("ci95") else Span.of(r.get("range"), "range")
+        cells.append([r["precision"], r.get("path"), r.get("batch_per_device"), r.get("devices"), r["engine"], r["baseline_engine"],
+                      r["ratio"], spread, r.get("p_value"), "n/a" if sig is None else ("yes" if sig else "no*" if r.get("note") else "no")])
+    return cells
 
 
 def ratios(data: ReportData) -> Table:
-    columns = ["precision", "path", "batch", "devices", "engine", "vs", "ratio", "interval", "Mann-Whitney p", "significant"]
-    rows = []
+    cols = [*columns("precision", "path", "batch", "devices", "engine", "vs"), Column("ratio", TIMES),
+            Column("interval", span(",.2f", "x")), Column("Mann-Whitney p", PVALUE), Column("significant")]
     notes_seen: list[str] = []
     for r in data.summary.get("ratios") or []:
-        sig = r.get("significant")
         if r.get("note") and r["note"] not in notes_seen:
             notes_seen.append(r["note"])
-        rows.append([r["precision"], r.get("path", DASH), str(r.get("batch_per_device", DASH)), str(r.get("devices", DASH)),
-                     r["engine"], r["baseline_engine"], f"{r['ratio']:.2f}x",
-                     f"95% CI {interval(r['ci95'], 2, 'x')}" if r.get("ci95") else (f"range {interval(r['range'], 2, 'x')}" if r.get("range") else DASH),
-                     pvalue(r.get("p_value")), "n/a" if sig is None else ("yes" if sig else "no*" if r.get("note") else "no")])
+    cells = ratio_cells(data.summary)
     notes = [f"ratio = median throughput of 'engine' / median of 'vs', the reference engine {data.summary.get('reference_engine') or ''} "
              "(valid runs only): 1.90x means engine reaches 1.90 times vs. One ratio per pair. "
              "interval: bootstrap 95% CI with 5+ repeats a side, else the range min(engine)/max(vs) - max(engine)/min(vs); "
              "significant: two-sided Mann-Whitney U p < 0.05 over the repeats."]
     notes += [f"* {note}" for note in notes_seen]
-    if not rows:
+    if not cells:
         notes.append("No cross-engine ratio: fewer than two engines with valid runs in the same cell.")
-    return Table("ratios", "Cross-engine ratios", columns, rows, notes)
+    return Table("ratios", "Cross-engine ratios", cols, cells, notes)
+
+
+def scaling_cells(summary: dict[str, Any]) -> list[list[Any]]:
+    """One row per strong-scaling figure: engine, precision, path, batch/device, devices, global batch, n, samples/s,
+    speedup, its 95% CI, efficiency, note."""
+    return [[r["engine"], r["precision"], r.get("path"), r["batch_per_device"], r["devices"], r.get("batch_global"), r.get("n"),
+             r.get("throughput"), r.get("speedup"), Span.of(r.get("speedup_ci95")), r.get("efficiency"), r.get("note")]
+            for r in summary.get("scaling") or []]
 
 
 def scaling(data: ReportData) -> Table:
-    columns = ["engine", "precision", "path", "batch/device", "devices", "global batch", "n", "samples/s (median)", "speedup",
-               "95% CI", "efficiency", "note"]
-    rows = []
-    for r in data.summary.get("scaling") or []:
-        speedup, efficiency = r.get("speedup"), r.get("efficiency")
-        rows.append([r["engine"], r["precision"], r.get("path", DASH), str(r["batch_per_device"]), str(r["devices"]),
-                     str(r.get("batch_global", DASH)), str(r.get("n", DASH)), num(r.get("throughput")),
-                     DASH if speedup is None else f"{speedup:.2f}x", interval(r.get("speedup_ci95"), 2, "x"),
-                     DASH if efficiency is None else f"{100 * efficiency:.1f}%", r.get("note") or ""])
+    cols = [*columns("engine", "precision", "path", "batch/device", "devices", "global batch", "n"), Column("samples/s (median)", RATE),
+            Column("speedup", TIMES), Column("95% CI", span(",.2f", "x")), Column("efficiency", PERCENT), Column("note", blank)]
+    cells = scaling_cells(data.summary)
     notes = ["speedup = median steady-state throughput on N devices / median on 1 device of the same engine, precision, path and "
              "per-device batch (data parallel: the global batch is per-device batch x N); efficiency = speedup / N. "
              "Multi-device throughput counts every device's samples over the slowest device's time. "
              "95% CI: bootstrap interval of the ratio of medians (5+ repeats a side)."]
-    if not rows:
+    if not cells:
         notes.append("No strong-scaling figure: no run used more than one device.")
-    return Table("scaling", "Strong scaling", columns, rows, notes)
+    return Table("scaling", "Strong scaling", cols, cells, notes)
 
 
 def setup(data: ReportData) -> Table:
-    columns = ["engine", "precision", "path", "batch", "devices", "setup s", "warmup s", "warmup steps", "steady steps",
-               "steady s", "latency mean ms", "p50", "p90", "p95", "p99"]
-    rows = []
+    latency = number(",.2f")
+    cols = [*columns("engine", "precision", "path", "batch", "devices"), Column("setup s", SECONDS), Column("warmup s", SECONDS),
+            *columns("warmup steps", "steady steps"), Column("steady s", SECONDS), Column("latency mean ms", latency),
+            *(Column(k, latency) for k in ("p50", "p90", "p95", "p99"))]
+    cells = []
     for g in data.summary["groups"]:
         members = [r for r in data.runs if r.result and r.record["status"] == "ok"
                    and all(r.record[k] == g[k] for k in ("engine", "precision", "path", "batch_per_device", "devices"))]
         m = members[0].result["measurements"] if members else {}
         lat = g.get("latency_ms") or {}
         steady = [r.result["measurements"]["steady"]["time_s"] for r in members]
-        rows.append([g["engine"], g["precision"], g["path"], str(g["batch_per_device"]), str(g["devices"]),
-                     sec(_stat(g.get("setup_s"), "median")), sec(_stat(g.get("warmup_s"), "median")),
-                     str(m.get("warmup_steps", DASH)), str((m.get("steady") or {}).get("steps", DASH)),
-                     sec(sorted(steady)[len(steady) // 2] if steady else None),
-                     *(num(lat.get(k), 2) for k in ("mean", "p50", "p90", "p95", "p99"))])
+        cells.append([g["engine"], g["precision"], g["path"], g["batch_per_device"], g["devices"],
+                      _stat(g.get("setup_s"), "median"), _stat(g.get("warmup_s"), "median"),
+                      m.get("warmup_steps"), (m.get("steady") or {}).get("steps"), sorted(steady)[len(steady) // 2] if steady else None,
+                      *(lat.get(k) for k in ("mean", "p50", "p90", "p95", "p99"))])
     notes = ["Medians over the valid repeats. setup: engine start to first step (imports, model, data); "
              "warmup: the warmup steps, compilation and graph capture included; both are excluded from throughput."]
-    return Table("setup", "Setup, warmup and latency", columns, rows, notes)
+    return Table("setup", "Setup, warmup and latency", cols, cells, notes)
 
 
 def telemetry(data: ReportData) -> Table:
-    columns = ["run", "telemetry", "samples", "GPUs", "mean W", "max W", "mean util %", "max mem GiB", "max temp C",
-               "throttling", "energy J", "J/img", "method"]
-    rows = []
+    cols = [*columns("run", "telemetry", "samples", "GPUs"), Column("mean W", RATE), Column("max W", RATE), Column("mean util %", RATE),
+            Column("max mem GiB", number(",.2f")), *columns("max temp C", "throttling"), Column("energy J", RATE),
+            Column("J/img", ENERGY), Column("method")]
+    cells = []
     samples_by_run = {row["run_id"]: row.get("samples") for row in data.summary["runs"]}
     for run in data.runs:
         gpu = run.gpu
-        if not gpu:
-            rows.append([run.run_id, "not recorded", *[DASH] * 11])
-            continue
-        if not gpu.get("available"):
-            rows.append([run.run_id, f"unavailable: {gpu.get('reason')}", *[DASH] * 11])
+        if not gpu or not gpu.get("available"):
+            cells.append([run.run_id, "not recorded" if not gpu else f"unavailable: {gpu.get('reason')}", *[None] * 11])
             continue
         processed = samples_by_run.get(run.run_id)
         joules = gpu.get("energy_j")
         mem = gpu.get("mem_used_max_bytes")
-        rows.append([run.run_id, "ok", str(gpu.get("samples", DASH)), ",".join(map(str, gpu.get("gpus", []))),
-                     num((gpu.get("power_w") or {}).get("mean")), num((gpu.get("power_w") or {}).get("max")),
-                     num((gpu.get("util_pct") or {}).get("mean")), num(mem / 2**30, 2) if mem is not None else DASH,
-                     str(gpu.get("temperature_max_c") if gpu.get("temperature_max_c") is not None else DASH),
-                     ", ".join(gpu.get("throttle_reasons_seen") or []) or "none",
-                     num(joules), energy(joules / processed if joules is not None and processed else None),
-                     gpu.get("energy_method") or DASH])
+        cells.append([run.run_id, "ok", gpu.get("samples"), ",".join(map(str, gpu.get("gpus", []))),
+                      (gpu.get("power_w") or {}).get("mean"), (gpu.get("power_w") or {}).get("max"), (gpu.get("util_pct") or {}).get("mean"),
+                      mem / 2**30 if mem is not None else None, gpu.get("temperature_max_c"),
+                      ", ".join(gpu.get("throttle_reasons_seen") or []) or "none",
+                      joules, joules / processed if joules is not None and processed else None, gpu.get("energy_method") or None])
     overview = data.summary.get("telemetry") or {}
     notes = [overview.get("energy_definition") or "J/img: GPU energy of the whole engine process / samples processed."]
     notes += [f"telemetry: {reason}" for reason in overview.get("reasons", [])]
-    return Table("telemetry", "GPU telemetry and energy", columns, rows, notes)
+    return Table("telemetry", "GPU telemetry and energy", cols, cells, notes)
 
 
-def labelled(stats: dict[str, Any] | None) -> str:
-    """'95% CI a - b' (5+ repeats) or 'range min - max' (fewer) of a statistics block."""
-    span = (stats or {}).get("interval")
-    if not span:
-        return DASH
-    return f"{'95% CI' if span['kind'] == 'ci95' else 'range'} {interval([span['low'], span['high']])}"
+def parity_cells(summary: dict[str, Any]) -> list[list[Any]]:
+    """One row per numerical-parity verdict: precision, engines, steps, largest deviation, at step, tolerance, (verdict, reason)."""
+    return [[v["precision"], v["engines"], v.get("steps", 0), v.get("max_rel_dev"), v.get("at_step") or None, v.get("tolerance") or None,
+             (v["verdict"], v.get("reason"))] for v in summary.get("numerical_parity") or []]
 
 
 def numerical_parity(data: ReportData) -> Table:
-    columns = ["precision", "engines", "steps", "largest relative deviation", "at step", "tolerance there", "verdict"]
-    rows = []
-    for v in data.summary.get("numerical_parity") or []:
-        dev = v.get("max_rel_dev")
-        rows.append([v["precision"], " vs ".join(v["engines"]), str(v.get("steps", 0)), DASH if dev is None else f"{dev:.2e}",
-                     str(v.get("at_step") or DASH), DASH if not v.get("tolerance") else f"{v['tolerance']:.1e}",
-                     v["verdict"] + (f": {v['reason']}" if v.get("reason") else "")])
+    cols = [Column("precision"), Column("engines", joined(" vs ")), Column("steps"), Column("largest relative deviation", number(".2e")),
+            Column("at step"), Column("tolerance there", number(".1e")), Column("verdict", with_reason(": {}"))]
+    cells = parity_cells(data.summary)
     notes = ["The training losses of the first steps (up to 20) of each engine pair that started from the same shared weights, "
              "step by step; tolerance grows with the step (orchestrator/trajectory.py). parity_warning: runs kept, flagged."]
-    if not rows:
+    if not cells:
         notes.append("No pair of training runs with recorded losses in the same cell.")
-    return Table("numerical_parity", "Numerical parity", columns, rows, notes)
+    return Table("numerical_parity", "Numerical parity", cols, cells, notes)
 
 
 def parity(data: ReportData) -> Table:
-    rows = []
+    cells = []
     for run in data.runs:
         for m in (run.record.get("parity") or {}).get("mismatches", []):
-            rows.append([run.run_id, m["field"], str(m["expected"]), str(m["actual"]), m.get("against", "spec")])
-    notes = [] if rows else ["Every checked run matched its spec and the other engines."]
-    return Table("parity", "Parity findings", ["run", "field", "expected", "actual", "against"], rows, notes)
+            cells.append([run.run_id, m["field"], str(m["expected"]), str(m["actual"]), m.get("against", "spec")])
+    notes = [] if cells else ["Every checked run matched its spec and the other engines."]
+    return Table("parity", "Parity findings", columns("run", "field", "expected", "actual", "against"), cells, notes)
 
 
 def environment(data: ReportData) -> list[Table]:
     host = data.summary.get("host") or {}
     nvml = host.get("nvml") or {}
     gpu_names = ", ".join(g.get("name") or "?" for g in nvml.get("gpus", [])) or f"none ({nvml.get('reason') or 'no NVML'})"
-    host_rows = [["hostname", str(host.get("hostname", DASH))], ["os", str(host.get("os", DASH))],
-                 ["cpus", str(host.get("cpu_count", DASH))], ["python", str(host.get("python", DASH))],
-                 ["NVIDIA driver", str(nvml.get("driver") or DASH)], ["CUDA driver", str(nvml.get("cuda_driver") or DASH)],
-                 ["GPUs", gpu_names]]
-    tables = [Table("host", "Host", ["field", "value"], host_rows)]
-    engine_rows = []
+    host_cells = [["hostname", host.get("hostname")], ["os", host.get("os")], ["cpus", host.get("cpu_count")], ["python", host.get("python")],
+                  ["NVIDIA driver", nvml.get("driver") or None], ["CUDA driver", nvml.get("cuda_driver") or None], ["GPUs", gpu_names]]
+    tables = [Table("host", "Host", columns("field", "value"), host_cells)]
+    engine_cells = []
     seen: set[tuple] = set()
     for run in data.runs:
         if not run.result:
@@ -234,15 +257,15 @@ def environment(data: ReportData) -> list[Table]:
         runtime = run.record.get("runtime") or {}
         applied = ", ".join(k for k, v in sorted((run.result["work"].get("optimizations") or {}).items()) if v.get("applied")) or "none"
         row = [run.record["engine"], run.record["path"], f"{env.get('framework')} {env.get('framework_version')}",
-               str(env.get("python") or DASH), str(env.get("cuda") or DASH), str(env.get("cudnn") or DASH),
-               str(env.get("device_kind") or DASH), ", ".join(env.get("devices") or []) or DASH,
-               runtime.get("name", DASH), runtime.get("image") or runtime.get("interpreter") or DASH, applied]
+               env.get("python") or None, env.get("cuda") or None, env.get("cudnn") or None, env.get("device_kind") or None,
+               ", ".join(env.get("devices") or []) or None, runtime.get("name"), runtime.get("image") or runtime.get("interpreter") or None,
+               applied]
         if tuple(row) not in seen:
             seen.add(tuple(row))
-            engine_rows.append(row)
-    tables.append(Table("engines", "Engines", ["engine", "path", "framework", "python", "CUDA", "cuDNN", "device", "devices",
-                                               "runtime", "image / interpreter", "optimizations applied"], engine_rows))
-    gpu_rows = []
+            engine_cells.append(row)
+    tables.append(Table("engines", "Engines", columns("engine", "path", "framework", "python", "CUDA", "cuDNN", "device", "devices",
+                                                      "runtime", "image / interpreter", "optimizations applied"), engine_cells))
+    gpu_cells = []
     seen_gpus: set[str] = set()
     for run in data.runs:
         for dev in run.gpu.get("devices") or []:
@@ -251,23 +274,16 @@ def environment(data: ReportData) -> list[Table]:
                 continue
             seen_gpus.add(uuid)
             mem = dev.get("memory_total_bytes")
-            gpu_rows.append([str(dev.get("index")), str(dev.get("name")), str(dev.get("uuid")),
-                             num(mem / 2**30, 1) if mem else DASH, num(dev.get("power_limit_w"), 0),
-                             f"{dev.get('sm_clock_max_mhz') or DASH} / {dev.get('mem_clock_max_mhz') or DASH}",
-                             _flag(dev.get("persistence_mode")), _flag(dev.get("mig_mode")), _flag(dev.get("ecc_mode")),
-                             str(dev.get("compute_capability") or DASH),
-                             f"{run.gpu.get('driver') or DASH} / CUDA {run.gpu.get('cuda_driver') or DASH}"])
-    if gpu_rows:
-        tables.append(Table("gpus", "GPUs used by the runs", ["index", "name", "UUID", "memory GiB", "power limit W",
-                                                              "max SM / mem clock MHz", "persistence", "MIG", "ECC",
-                                                              "compute capability", "driver"], gpu_rows))
+            gpu_cells.append([str(dev.get("index")), str(dev.get("name")), str(dev.get("uuid")), mem / 2**30 if mem else None,
+                              dev.get("power_limit_w"), f"{dev.get('sm_clock_max_mhz') or DASH} / {dev.get('mem_clock_max_mhz') or DASH}",
+                              dev.get("persistence_mode"), dev.get("mig_mode"), dev.get("ecc_mode"), dev.get("compute_capability") or None,
+                              f"{run.gpu.get('driver') or DASH} / CUDA {run.gpu.get('cuda_driver') or DASH}"])
+    if gpu_cells:
+        gpu_columns = [*columns("index", "name", "UUID"), Column("memory GiB", RATE), Column("power limit W", number(",.0f")),
+                       Column("max SM / mem clock MHz"), Column("persistence", flag), Column("MIG", flag), Column("ECC", flag),
+                       *columns("compute capability", "driver")]
+        tables.append(Table("gpus", "GPUs used by the runs", gpu_columns, gpu_cells))
     return tables
-
-
-def _flag(value: Any) -> str:
-    if value is None:
-        return DASH
-    return "on" if value else "off"
 
 
 def claims(data: ReportData) -> Table | None:
@@ -278,23 +294,23 @@ def claims(data: ReportData) -> Table | None:
     measured = {(r["engine"], r["baseline_engine"], r["precision"], r.get("path")): r for r in data.summary.get("ratios") or []}
     gpus = sorted({run.gpu.get("name") for run in data.runs if run.gpu.get("name")})
     here = ", ".join(gpus) or "this machine (no GPU recorded)"
-    columns = ["engine / vs", "precision", "path", f"claimed ({block['hardware']})", f"measured ({here})", "95% CI",
-               "measured / claimed", "as stated"]
-    rows = []
+    cols = [*columns("engine / vs", "precision", "path"), Column(f"claimed ({block['hardware']})", TIMES), Column(f"measured ({here})", TIMES),
+            Column("95% CI", span(",.2f", "x")), Column("measured / claimed", number(".2f")), Column("as stated")]
+    cells = []
     for claim in block["ratios"]:
         path = claim.get("path", "optimized")
         found = [r for key, r in measured.items() if key[:3] == (claim["engine"], claim["vs"], claim["precision"]) and key[3] == path]
         ratio = found[0]["ratio"] if found else None
-        rows.append([f"{claim['engine']} / {claim['vs']}", claim["precision"], path, f"{claim['claimed']:.2f}x",
-                     DASH if ratio is None else f"{ratio:.2f}x", interval(found[0].get("ci95"), 2, "x") if found else DASH,
-                     DASH if ratio is None else f"{ratio / claim['claimed']:.2f}", claim.get("as_stated", DASH)])
+        cells.append([f"{claim['engine']} / {claim['vs']}", claim["precision"], path, claim["claimed"], ratio,
+                      Span.of(found[0].get("ci95")) if found else None, None if ratio is None else ratio / claim["claimed"],
+                      claim.get("as_stated")])
     notes = [f"claimed: {block['source']}.", "measured: median throughput ratio of valid runs in this artifact (summary ratios); "
              "- where either engine has no valid run in that cell (failed, invalid or not run)."]
     if block.get("note"):
         notes.append(block["note"])
     if data.summary.get("smoke"):
         notes.append("Smoke run: the measured ratios are not representative.")
-    return Table("claims", "Claimed vs measured ratios", columns, rows, notes)
+    return Table("claims", "Claimed vs measured ratios", cols, cells, notes)
 
 
 def all_tables(data: ReportData) -> list[Table]:

@@ -97,3 +97,29 @@ def test_relative_out_folder_reaches_the_engine(capsys, monkeypatch, data_dir, t
     assert code == 0, err
     records = [json.loads(p.read_text()) for p in (tmp_path / "rel" / "out").glob("*/*/runs/*/run.json")]
     assert records and all(r["status"] == "ok" for r in records)
+
+
+def test_command_tree_is_registered_explicitly():
+    """app.py's COMMAND_GROUPS, with the commands the extension modules add, in a fixed order."""
+    import typer.main
+
+    from orchestrator.cli.app import app
+
+    root = typer.main.get_command(app)
+    tree = {name: list(group.commands) for name, group in root.commands.items()}
+    assert tree == {"data": ["prepare", "list"], "env": ["create"], "image": ["build", "bump", "list", "inspect"],
+                    "results": ["show", "validate", "compare", "report", "archive"],
+                    "scenario": ["run", "validate", "show", "list", "resume"]}
+
+
+def test_run_and_resume_share_the_slurm_options():
+    import typer.main
+
+    from orchestrator.cli.app import app
+
+    scenario = typer.main.get_command(app).commands["scenario"]
+
+    def slurm(command: str) -> list[tuple[tuple[str, ...], str | None]]:
+        return [(tuple(p.opts), p.help) for p in scenario.commands[command].params if any(o.startswith("--slurm-") for o in p.opts)]
+
+    assert len(slurm("run")) == 8 and slurm("run") == slurm("resume")
