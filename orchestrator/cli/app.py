@@ -39,10 +39,15 @@ def root(version: bool = typer.Option(False, "--version", callback=_version, is_
     """bench: containerized multi-framework deep-learning benchmarks."""
 
 
-# Every command module. Importing one adds its commands to its group's Typer app (typer decorators): the app of
-# its own module, or for scenario_resume_cmd (`scenario resume`) and results_more_cmd (`results compare | report |
-# archive`) the group of scenario_cmd and results_cmd.
-COMMAND_MODULES = (data_cmd, env_cmd, image_cmd, results_cmd, results_more_cmd, scenario_cmd, scenario_resume_cmd)
+# Commands defined in a module of their own and attached here to their group: (group, name, function).
+GROUP_COMMANDS: tuple[tuple[typer.Typer, str, object], ...] = (
+    (results_cmd.results_app, "compare", results_more_cmd.compare),
+    (results_cmd.results_app, "report", results_more_cmd.report),
+    (results_cmd.results_app, "archive", results_more_cmd.archive),
+    (scenario_cmd.scenario_app, "resume", scenario_resume_cmd.resume_cmd),
+)
+for _group, _command, _function in GROUP_COMMANDS:
+    _group.command(_command)(_function)
 
 # The command groups of ``bench``, in the order its help lists them.
 COMMAND_GROUPS: tuple[tuple[str, typer.Typer], ...] = (

@@ -9,13 +9,12 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from orchestrator.reports.formats import RATE
-
 _WIDE = 160  # when not attached to a terminal (logs, CI), do not wrap tables at 80 columns
 out = Console(highlight=False, width=None if sys.stdout.isatty() else _WIDE)
 err = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else _WIDE)
 
-STATUS_STYLE = {"ok": "green", "invalid": "yellow", "failed": "red", "timeout": "red", "interrupted": "magenta", "skipped": "dim"}
+STATUS_STYLE = {"ok": "green", "invalid": "yellow", "failed": "red", "timeout": "red", "interrupted": "magenta", "skipped": "dim",
+                "B faster": "green", "B slower": "red"}  # run statuses, and the verdicts of `bench results compare`
 
 
 def print_json(document: Any) -> None:
@@ -28,4 +27,3 @@ def status_text(status: str) -> str:
     return f"[{STATUS_STYLE.get(status, 'white')}]{escape(status)}[/]"
 
 
-fmt_rate = RATE  # samples/s as the tables write them (reports/formats.py)

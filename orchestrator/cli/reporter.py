@@ -14,8 +14,9 @@ from typing import Any
 from rich.markup import escape
 from rich.status import Status
 
-from orchestrator.cli.console import err, fmt_rate, status_text
+from orchestrator.cli.console import err, status_text
 from orchestrator.cli.phases import PhaseBoard
+from orchestrator.reports.formats import RATE
 from orchestrator.scenario import RunPlan
 
 PLAIN_INTERVAL_S = 30.0
@@ -74,5 +75,5 @@ class RichReporter:
         if self.quiet:
             return
         rate = record.get("throughput")
-        detail = f"{fmt_rate(rate)} samples/s" if rate else escape(record.get("reason") or "")
+        detail = f"{RATE(rate)} samples/s" if rate else escape(record.get("reason") or "")
         err.print(f"{escape(self._label)}  {status_text(record['status'])}  {detail}  [dim]({record['wall_s']:.1f}s)[/]")

@@ -13,11 +13,13 @@ from typing import Any
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
-from orchestrator.cli.console import err, fmt_rate, out, print_json
-from orchestrator.cli.results_cmd import results_app
+from orchestrator.cli.console import err, out, print_json
+from orchestrator.cli.results_view import rich_table
 from orchestrator.errors import BadInput
+from orchestrator.reports.formats import PVALUE, RATE, Span, number, span
+from orchestrator.reports.tables import Column, columns
+from orchestrator.reports.tables import Table as ReportTable
 
 
 @contextlib.contextmanager
@@ -45,30 +47,23 @@ def _summary(root: Path, path: Path) -> dict[str, Any]:
         raise BadInput(str(exc).replace(str(root), str(path))) from None
 
 
-def _ratio(value: float | None) -> str:
-    return "-" if value is None else f"{value:.3f}x"
+def comparison_table(doc: dict[str, Any]) -> ReportTable:
+    """The groups of a comparison in the shared table model (the verdict column coloured like a status)."""
+    notes = [doc["direction"] + f"; significant: Mann-Whitney U p < {doc['alpha']:g}"
+             + (f"; no change: |change| < {doc['min_change_pct']:g}%" if doc["min_change_pct"] else "")]
+    cols = [*columns("engine", "precision", "path", "batch", "dev", "n A", "n B"), Column("median A", RATE), Column("median B", RATE),
+            Column("B/A", number(".3f", "x")), Column("95% CI", span(".3f", sep="-")), Column("change", number("+.1f", "%")),
+            Column("p", PVALUE), Column("verdict", status=True)]
+    cells = [[g["engine"], g["precision"], g["path"], g["batch_per_device"], g["devices"], g["n_a"], g["n_b"], g["median_a"], g["median_b"],
+              g["ratio"], Span.of(g["ci95"]), g["change_pct"], g["p_value"], g["verdict"]] for g in doc["groups"]]
+    return ReportTable("compare", "B relative to A: steady-state throughput", cols, cells, notes)
 
 
 def _render_comparison(doc: dict[str, Any]) -> None:
     a, b = doc["a"], doc["b"]
     out.print(f"A: {escape(a['artifact'])} ({escape(a['scenario'])} {escape(a['artifact_id'])})")
     out.print(f"B: {escape(b['artifact'])} ({escape(b['scenario'])} {escape(b['artifact_id'])})")
-    table = Table(title="B relative to A: steady-state throughput", caption=doc["direction"] + f"; significant: Mann-Whitney U p < {doc['alpha']:g}"
-                  + (f"; no change: |change| < {doc['min_change_pct']:g}%" if doc["min_change_pct"] else ""))
-    for column in ("engine", "precision", "path", "batch", "dev", "n A", "n B", "median A", "median B", "B/A", "95% CI", "change",
-                   "p", "verdict"):
-        table.add_column(column, overflow="fold")
-    for g in doc["groups"]:
-        ci = g["ci95"]
-        verdict = g["verdict"]
-        style = "green" if verdict == "B faster" else "red" if verdict == "B slower" else "dim" if verdict.startswith("n/a") else ""
-        table.add_row(g["engine"], g["precision"], g["path"], str(g["batch_per_device"]), str(g["devices"]), str(g["n_a"]), str(g["n_b"]),
-                      fmt_rate(g["median_a"]), fmt_rate(g["median_b"]), _ratio(g["ratio"]),
-                      f"{ci[0]:.3f}-{ci[1]:.3f}" if ci else "-",
-                      "-" if g["change_pct"] is None else f"{g['change_pct']:+.1f}%",
-                      "n/a" if g["p_value"] is None else f"{g['p_value']:.3g}",
-                      f"[{style}]{escape(verdict)}[/]" if style else escape(verdict))
-    out.print(table)
+    out.print(rich_table(comparison_table(doc)))
     for g in doc["groups"]:
         if g.get("note"):
             err.print(f"[yellow]note[/] {g['engine']} {g['precision']} {g['path']}: {escape(g['note'])}")
@@ -79,7 +74,6 @@ def _render_comparison(doc: dict[str, Any]) -> None:
         err.print(f"[yellow]warning[/] {escape(warning)}")
 
 
-@results_app.command("compare")
 def compare(a: Path = typer.Argument(..., help="Baseline artifact A (folder or .tar.gz)."),
             b: Path = typer.Argument(..., help="Artifact B compared with A (folder or .tar.gz)."),
             alpha: float = typer.Option(0.05, "--alpha", min=0.0001, max=0.5, help="Significance level of the Mann-Whitney U test."),
@@ -104,20 +98,21 @@ def compare(a: Path = typer.Argument(..., help="Baseline artifact A (folder or .
         _render_environment(doc["environment"])
 
 
+def blank_dash(value: Any) -> str:
+    return "-" if value in (None, "") else str(value)
+
+
 def _render_environment(env: dict[str, Any]) -> None:
     """The metadata diff: only the facts that differ, or 'same environment'."""
     if env["same"]:
         out.print("environment: same environment (bench, host, driver, GPUs" + (", " + ", ".join(env["engines"]) if env["engines"] else "") + ")")
         return
-    table = Table(title="environment: what differs (A -> B)")
-    for column in ("scope", "fact", "A", "B"):
-        table.add_column(column, overflow="fold")
-    for d in env["differences"]:
-        table.add_row(escape(d["scope"]), escape(d["key"]), escape(d["a"] or "-"), escape(d["b"] or "-"))
-    out.print(table)
+    cells = [[d["scope"], d["key"], d["a"], d["b"]] for d in env["differences"]]
+    table = ReportTable("environment", "environment: what differs (A -> B)", [Column("scope"), Column("fact"), Column("A", blank_dash),
+                        Column("B", blank_dash)], cells)
+    out.print(rich_table(table))
 
 
-@results_app.command("report")
 def report(artifact: Path = typer.Argument(..., help="Artifact folder (or .tar.gz archive)."),
            html: bool = typer.Option(False, "--html", help="Also write a self-contained HTML page with plots."),
            out_dir: Path | None = typer.Option(None, "--out", help="Output folder (default: <artifact-id>-report next to the artifact)."),
@@ -139,7 +134,6 @@ def report(artifact: Path = typer.Argument(..., help="Artifact folder (or .tar.g
             out.print(f"  {kind}: {escape(str(path))}")
 
 
-@results_app.command("archive")
 def archive(artifact: Path = typer.Argument(..., help="Artifact folder."),
             out_file: Path | None = typer.Option(None, "--out", help="Archive file (default: <artifact-id>.tar.gz next to the artifact)."),
             force: bool = typer.Option(False, "--force", help="Replace an existing archive."),

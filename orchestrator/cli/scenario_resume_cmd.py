@@ -15,11 +15,9 @@ from orchestrator.cli import slurm_options
 from orchestrator.cli.console import err, out, print_json, status_text
 from orchestrator.cli.reporter import RichReporter
 from orchestrator.cli.results_view import render_summary
-from orchestrator.cli.scenario_cmd import scenario_app
 from orchestrator.errors import BadInput
 
 
-@scenario_app.command("resume")
 def resume_cmd(
     artifact_dir: Path = typer.Argument(..., help="The artifact folder to complete (results/<scenario>/<id>/)."),
     runtime: str = typer.Option(None, "--runtime", help="auto | docker | local | slurm ... (default: the runtime the artifact's runs used)."),
