@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -65,3 +66,17 @@ def load_dataset(folder: str | Path, expected_sha256: str | None = None, mmap: b
 def normalize(images_uint8: np.ndarray) -> np.ndarray:
     """uint8 NHWC -> float32 NHWC in [-1, 1]; the same preprocessing in every engine."""
     return (images_uint8.astype(np.float32) / 127.5) - 1.0
+
+
+def check_dataset(parity: dict[str, Any], data: Dataset) -> tuple[int, int, int]:
+    """The split must have the spec's geometry (HWC), sample count and label range; returns the geometry."""
+    shape = parity["input"]
+    expected = (shape["height"], shape["width"], shape["channels"])
+    if tuple(data.images.shape[1:]) != expected:
+        raise DatasetError(f"dataset images are {tuple(data.images.shape[1:])} (HWC), the spec says {expected}")
+    if data.samples != parity["dataset"]["samples"]:
+        raise DatasetError(f"dataset has {data.samples} samples, the spec says {parity['dataset']['samples']}")
+    classes = parity["model"]["num_classes"]
+    if data.samples and (int(np.min(data.labels)) < 0 or int(np.max(data.labels)) >= classes):
+        raise DatasetError(f"dataset labels fall outside 0..{classes - 1}")
+    return expected

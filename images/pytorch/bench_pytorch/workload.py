@@ -6,12 +6,11 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-import numpy as np
 import torch
 from torch import nn
 
 from bench_engine.api import LOSS_STEPS, StepBatch, UnsupportedError, Workload
-from bench_engine.data import Dataset, DatasetError
+from bench_engine.data import Dataset, check_dataset
 from bench_engine.shards import ShardPlan, plan_shards, shard_dataset
 from bench_pytorch.batches import BatchSource
 from bench_pytorch.distributed import DistContext, init_process_group, require_worker, wrap_ddp
@@ -89,20 +88,6 @@ class TorchWorkload(Workload):
         return None
 
 
-def check_data(spec: dict[str, Any], data: Dataset) -> None:
-    """The dataset must have the spec's geometry, sample count and label range."""
-    parity = spec["parity"]
-    geometry = parity["input"]
-    expected = (geometry["height"], geometry["width"], geometry["channels"])
-    if tuple(data.images.shape[1:]) != expected:
-        raise DatasetError(f"dataset images are {tuple(data.images.shape[1:])} (HWC), the spec says {expected}")
-    if data.samples != parity["dataset"]["samples"]:
-        raise DatasetError(f"dataset has {data.samples} samples, the spec says {parity['dataset']['samples']}")
-    classes = parity["model"]["num_classes"]
-    if data.samples and (int(np.min(data.labels)) < 0 or int(np.max(data.labels)) >= classes):
-        raise DatasetError(f"dataset labels fall outside 0..{classes - 1}")
-
-
 def make_optimizer(model: nn.Module, settings: dict[str, Any], fused: bool) -> torch.optim.Optimizer:
     """SGD or Adam as the spec sets it; weight decay is coupled L2 (added to the gradient), as both torch classes do."""
     if settings["name"] == "adam":
@@ -133,7 +118,7 @@ def build_workload(spec: dict[str, Any], data: Dataset, device: torch.device) ->
     worker = require_worker(spec)  # a launched worker when devices > 1
     if parity["loss"] != "cross_entropy":
         raise UnsupportedError(f"loss {parity['loss']!r} is not implemented")
-    check_data(spec, data)
+    check_dataset(spec["parity"], data)
     shards = plan_shards(spec, data.samples) if worker is not None else None
     training = parity["mode"] == "train"
     cuda = device.type == "cuda"
