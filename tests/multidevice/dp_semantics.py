@@ -108,7 +108,9 @@ def check_tensorflow() -> dict:
 
     from bench_engine.api import StepBatch
     from bench_engine.shards import plan_shards
-    from bench_tensorflow.engine import _all_reduce, build_replicated_step, configure_devices, make_sgd
+    from bench_tensorflow.distributed import all_reduce, build_replicated_step
+    from bench_tensorflow.environment import configure_devices
+    from bench_tensorflow.optimizer import make_sgd
 
     devices = configure_devices(tf, "cpu", WORLD)
     images, labels = _data()
@@ -141,7 +143,7 @@ def check_tensorflow() -> dict:
 
     report: dict = {"devices": devices}
     for xla in (False, True):
-        strategy = tf.distribute.MirroredStrategy(devices=devices, cross_device_ops=_all_reduce(tf, "cpu", devices))
+        strategy = tf.distribute.MirroredStrategy(devices=devices, cross_device_ops=all_reduce(tf, "cpu", devices))
         with strategy.scope():
             model = tiny()
             model.set_weights(initial)
