@@ -117,8 +117,8 @@ def profile_jax(size: int, batch: int, precision: str, steps: int, top: int) -> 
     import numpy as np
     import optax
 
-    from bench_jax.engine import StepConfig, TrainState, build_step
     from bench_jax.model import build_model
+    from bench_jax.step import StepConfig, TrainState, build_step
 
     dtype = jnp.bfloat16 if precision == "bf16" else jnp.float32
     model = build_model("resnet50_v1.5", 1000 if size >= 128 else 10, dtype=dtype, param_dtype=jnp.float32, precision=None)

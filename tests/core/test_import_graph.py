@@ -7,6 +7,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = {"orchestrator": ROOT / "orchestrator", "bench_engine": ROOT / "images" / "common" / "bench_engine"}
+ENGINES = ("pytorch", "jax", "tensorflow", "opennn")  # images/<engine>/bench_<engine>: each acyclic over bench_engine
 
 
 def module_files(packages: dict[str, Path]) -> dict[str, Path]:
@@ -95,6 +96,14 @@ def test_no_import_cycle() -> None:
     graph = import_graph(module_files(PACKAGES))
     assert len(graph) > 60  # both packages were read
     assert cycles(graph) == []
+
+
+def test_no_import_cycle_in_an_engine_package() -> None:
+    for engine in ENGINES:
+        package = f"bench_{engine}"
+        graph = import_graph(module_files({package: ROOT / "images" / engine / package, "bench_engine": PACKAGES["bench_engine"]}))
+        assert sum(name.startswith(package) for name in graph) > 5, package  # the engine's modules were read
+        assert cycles(graph) == [], package
 
 
 def test_a_lazy_import_back_is_a_cycle(tmp_path: Path) -> None:

@@ -334,7 +334,7 @@ def test_same_function_and_gradients_as_the_pytorch_engine(initialised: tuple[An
 
 def test_precision_policy() -> None:
     from bench_engine.api import UnsupportedError
-    from bench_jax.engine import precision_policy
+    from bench_jax.precision import precision_policy
 
     class _Gpu:
         compute_capability = "9.0"
@@ -479,7 +479,7 @@ def test_several_steps_per_dispatch_run(run: Any) -> None:
 
 
 def test_planned_calls_follow_the_harness_schedule(make_spec: Any) -> None:
-    from bench_jax.engine import planned_calls
+    from bench_jax.workload import planned_calls
 
     spec = make_spec("jax", batch=8, steps_per_epoch=5, epochs=2, warmup=3, drop_last=False)
     spec["measurement"]["window_steps"] = 4
@@ -495,8 +495,8 @@ def test_several_steps_per_call_equal_single_steps_in_float64() -> None:
     the same steps in another order are not (so the comparison can fail)."""
     import optax
 
-    from bench_jax.engine import StepConfig, TrainState, build_step
     from bench_jax.model import build_model
+    from bench_jax.step import StepConfig, TrainState, build_step
 
     jnp = jax.numpy
     previous = jax.config.jax_enable_x64

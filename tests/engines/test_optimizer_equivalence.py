@@ -69,7 +69,7 @@ def _tensorflow(settings: dict[str, Any]) -> np.ndarray:
     import keras
     import tensorflow as tf
 
-    from bench_tensorflow.engine import make_sgd
+    from bench_tensorflow.optimizer import make_sgd
     from bench_tensorflow.readback import make_adam
 
     weights, grads = _problem()

@@ -34,17 +34,17 @@ def test_honest_run_has_no_mismatch(data: tuple[Path, str]) -> None:
 
 
 def test_momentum_of_the_live_optimizer_is_checked(data: tuple[Path, str], monkeypatch: pytest.MonkeyPatch) -> None:
-    import bench_tensorflow.engine as tf_engine
+    import bench_tensorflow.optimizer as tf_optimizer
 
-    real = tf_engine.make_sgd
-    monkeypatch.setattr(tf_engine, "make_sgd", lambda keras, lr, momentum, nesterov, wd: real(keras, lr, 0.8, nesterov, wd))
+    real = tf_optimizer.make_sgd
+    monkeypatch.setattr(tf_optimizer, "make_sgd", lambda keras, lr, momentum, nesterov, wd: real(keras, lr, 0.8, nesterov, wd))
     assert prepared_mismatches(engine(), spec(data)) == ["optimizer.momentum"]
 
 
 def test_bf16_run_computing_fp32_is_caught(data: tuple[Path, str], monkeypatch: pytest.MonkeyPatch) -> None:
-    import bench_tensorflow.engine as tf_engine
+    import bench_tensorflow.precision as tf_precision
 
-    monkeypatch.setitem(tf_engine.POLICIES, "bf16", "float32")  # the run is labelled bf16, Keras computes fp32
+    monkeypatch.setitem(tf_precision.POLICIES, "bf16", "float32")  # the run is labelled bf16, Keras computes fp32
     fields = prepared_mismatches(engine(), spec(data, "bf16"))
     assert "observed.compute_dtype" in fields and set(fields) <= {"observed.compute_dtype", "precision.compute_dtype"}
 

@@ -43,7 +43,7 @@ def check_jax() -> dict:
 
     from bench_engine.api import StepBatch
     from bench_engine.shards import plan_shards, stacked_shards
-    from bench_jax.engine import StepConfig, TrainState, _replicated, _sharded, build_step
+    from bench_jax.step import StepConfig, TrainState, build_step, replicated, sharded
 
     class Tiny(nn.Module):
         @nn.compact
@@ -58,9 +58,9 @@ def check_jax() -> dict:
     variables = model.init(jax.random.PRNGKey(0), jnp.zeros((1, 8, 8, 3), jnp.float64), train=False)
     mesh = Mesh(np.array(jax.devices()[:WORLD]), ("data",))
     plan = plan_shards(_spec(), len(labels))
-    data = jax.device_put((stacked_shards(images, plan), stacked_shards(labels, plan)), _sharded(mesh))
+    data = jax.device_put((stacked_shards(images, plan), stacked_shards(labels, plan)), sharded(mesh))
     batch = StepBatch(epoch=1, index=1, start=WORLD * SHARE, size=WORLD * SHARE)  # the 2nd global batch
-    where = jax.device_put(np.int32(plan.local(batch).start), _replicated(mesh))
+    where = jax.device_put(np.int32(plan.local(batch).start), replicated(mesh))
     report: dict = {"devices": len(jax.devices())}
 
     def reference():
@@ -81,7 +81,7 @@ def check_jax() -> dict:
 
     expected_params, expected_stats = reference()
     for full_step in (True, False):
-        state = jax.device_put(TrainState(variables["params"], variables["batch_stats"], tx.init(variables["params"])), _replicated(mesh))
+        state = jax.device_put(TrainState(variables["params"], variables["batch_stats"], tx.init(variables["params"])), replicated(mesh))
         config = StepConfig(mode="train", full_step=full_step, donate=False, device_data=True, size=SHARE, world=WORLD)
         step = build_step(model, tx, config, mesh)
         new, _loss = step(state, data, where)
@@ -108,7 +108,9 @@ def check_tensorflow() -> dict:
 
     from bench_engine.api import StepBatch
     from bench_engine.shards import plan_shards
-    from bench_tensorflow.engine import _all_reduce, build_replicated_step, configure_devices, make_sgd
+    from bench_tensorflow.distributed import all_reduce, build_replicated_step
+    from bench_tensorflow.environment import configure_devices
+    from bench_tensorflow.optimizer import make_sgd
 
     devices = configure_devices(tf, "cpu", WORLD)
     images, labels = _data()
@@ -141,7 +143,7 @@ def check_tensorflow() -> dict:
 
     report: dict = {"devices": devices}
     for xla in (False, True):
-        strategy = tf.distribute.MirroredStrategy(devices=devices, cross_device_ops=_all_reduce(tf, "cpu", devices))
+        strategy = tf.distribute.MirroredStrategy(devices=devices, cross_device_ops=all_reduce(tf, "cpu", devices))
         with strategy.scope():
             model = tiny()
             model.set_weights(initial)

@@ -1,0 +1,94 @@
+"""The engine's switches: the spec's path and engine options resolved, and reported as {applied, detail}.
+
+The options are validated by the JSON Schema in images/tensorflow/engine.yaml before a run; the
+defaults below are that schema's ``default`` values (a test keeps the two equal). Paths:
+``baseline`` is what ``Model.fit`` does by default, a ``tf.function`` train step without XLA;
+``optimized`` compiles the whole step with XLA (``jit_compile=True``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from bench_engine.api import UnsupportedError
+
+OPTION_DEFAULTS: dict[str, Any] = {"xla": "auto", "tf_function": True, "steps_per_dispatch": 1}
+
+
+@dataclass(frozen=True)
+class Switches:
+    """How the step is compiled, and the steps_per_dispatch option as given."""
+
+    xla: bool  # tf.function(jit_compile=True)
+    compile_function: bool  # the step as one tf.function graph (false: eager)
+    steps_per_dispatch: Any  # auto or an integer >= 1
+
+
+def resolve_switches(spec: dict[str, Any]) -> Switches:
+    """The spec's engine options over their defaults; ``xla`` auto is on the optimized path only."""
+    options = {**OPTION_DEFAULTS, **(spec.get("engine_options") or {})}
+    xla = spec["path"] == "optimized" if options["xla"] == "auto" else bool(options["xla"])
+    compile_function = bool(options["tf_function"])
+    if xla and not compile_function:
+        raise UnsupportedError("xla needs tf_function: true")
+    return Switches(xla, compile_function, options["steps_per_dispatch"])
+
+
+def steps_per_dispatch(value: Any, *, train: bool, xla: bool, resident: bool, world: int, kind: str | None,
+                       window_steps: int) -> tuple[int, str]:
+    """Training steps per call and why: the option (auto: 1; it never follows ``window_steps``).
+
+    Only the single-device whole XLA train step on device-resident data loops; any other
+    configuration runs one step per call whatever the option says (reported as not applied).
+    """
+    if not train:
+        return 1, "inference: one batch per call"
+    if world > 1:
+        return 1, "one step per call (several devices: the all-reduce and update run outside XLA)"
+    if not xla:
+        return 1, "one step per call (looping needs the whole step under XLA: optimized path or xla: true)"
+    if not resident:
+        return 1, "one step per call (looping needs device-resident data)"
+    group = 1 if value == "auto" else int(value)  # default 1: never derived from the timing window
+    return group, f"steps_per_dispatch: {group}" if group > 1 else "one step per call (steps_per_dispatch: 1)"
+
+
+def optimizations(
+    compile_function: bool, xla: bool, policy: str, resident: bool, scaled: bool, weight_decay: bool, group: int = 1,
+    group_reason: str = "one step per call",
+) -> dict[str, dict[str, Any]]:
+    """The switches of this run, as ``{name: {applied, detail}}``."""
+    looping = (f"{group} full SGD steps per XLA call ({group_reason}): a tf.while_loop of constant trip count over their "
+               "batch starts; a shorter queue (at a sync or before a partial batch) runs step by step")
+    return {
+        "tf_function": {"applied": compile_function, "detail": "the whole step as one tf.function graph" if compile_function else "eager"},
+        "xla": {"applied": xla, "detail": "tf.function(jit_compile=True)" if xla else "jit_compile=False (TensorFlow's default)"},
+        "mixed_policy": {"applied": policy.startswith("mixed"), "detail": f"keras policy {policy}"},
+        "device_resident_data": {
+            "applied": resident,
+            "detail": "split normalised once on the device, sliced inside the step" if resident else "host numpy slices fed per step",
+        },
+        "loss_scaling": {"applied": scaled, "detail": "keras LossScaleOptimizer, dynamic" if scaled else "none"},
+        "coupled_l2": {"applied": weight_decay, "detail": "g + wd * w before momentum, as PyTorch SGD" if weight_decay else "no weight decay"},
+        "steps_per_dispatch": {"applied": group > 1, "detail": looping if group > 1 else group_reason},
+        "data_parallel": {"applied": False, "detail": "one device"},
+    }
+
+
+def data_parallel(world: int, kind: str | None, all_reduce: str, shards: Any, resident: bool, train: bool) -> dict[str, Any]:
+    """The ``data_parallel`` switch of a MirroredStrategy run."""
+    return {
+        "applied": True,
+        "detail": f"tf.distribute.MirroredStrategy over {world} {'GPUs' if kind == 'cuda' else 'logical CPU devices'} "
+                  f"({all_reduce}): replica r takes samples start + r*{shards.per_device} .. + "
+                  f"{shards.per_device} of every global batch of {shards.global_batch}"
+                  + (f"; each replica's shard ({shards.shard_samples} samples) resident on its device" if resident else "")
+                  + ("; loss / N per replica, gradients summed by all-reduce" if train else "")
+                  + "; BatchNorm statistics per replica",
+    }
+
+
+# the xla switch of a MirroredStrategy run: only the per-replica gradient is compiled
+REPLICATED_XLA_DETAIL = ("per-replica forward and backward under tf.function(jit_compile=True) as a stateless "
+                         "function of the replica's variables; all-reduce and SGD update outside XLA")

@@ -1,0 +1,69 @@
+"""Engine options are validated once, by the JSON Schema in images/<engine>/engine.yaml, and the
+defaults an engine applies in code are that schema's ``default`` values (no framework needed)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from orchestrator.engines import get_engine
+from orchestrator.errors import BadInput
+from tests.engines.readback_helpers import add_paths
+
+
+def schema_defaults(engine: str) -> dict[str, Any]:
+    properties = get_engine(engine).options_schema["properties"]
+    return {name: prop["default"] for name, prop in properties.items() if "default" in prop}
+
+
+def code_defaults(engine: str) -> dict[str, Any]:
+    add_paths(engine)
+    if engine == "jax":
+        from bench_jax.options import OPTION_DEFAULTS
+    else:
+        from bench_tensorflow.options import OPTION_DEFAULTS
+    return OPTION_DEFAULTS
+
+
+@pytest.mark.parametrize("engine", ["jax", "tensorflow"])
+def test_code_defaults_are_the_schema_defaults(engine: str) -> None:
+    defaults = code_defaults(engine)
+    assert defaults and defaults == schema_defaults(engine)
+    get_engine(engine).check_options(defaults, f"engines.{engine}.options")  # the defaults are valid options
+
+
+@pytest.mark.parametrize(("options", "named"), [
+    ({"xla": "sometimes"}, "xla"),
+    ({"no_such_option": 1}, "no_such_option"),
+    ({"steps_per_dispatch": 0}, "steps_per_dispatch"),
+    ({"steps_per_dispatch": "many"}, "steps_per_dispatch"),
+    ({"tf_function": "yes"}, "tf_function"),
+])
+def test_tensorflow_schema_refuses_bad_options(options: dict[str, Any], named: str) -> None:
+    """The options TensorFlow's prepare used to re-validate are refused by its schema, the option named."""
+    with pytest.raises(BadInput, match=rf"engines\.tensorflow\.options\.{named}"):
+        get_engine("tensorflow").check_options(options, "engines.tensorflow.options")
+
+
+def test_jax_options_resolve_over_the_defaults() -> None:
+    add_paths("jax")
+    from bench_jax.options import donate, engine_options
+
+    assert engine_options({}) == code_defaults("jax")
+    assert donate(engine_options({}), optimized=True, mode="train") and not donate(engine_options({}), optimized=False, mode="train")
+    assert not donate(engine_options({"engine_options": {"donate": True}}), optimized=True, mode="infer")
+
+
+def test_tensorflow_switches_resolve_over_the_defaults() -> None:
+    add_paths("tensorflow")
+    from bench_engine.api import UnsupportedError
+    from bench_tensorflow.options import resolve_switches
+
+    optimized = resolve_switches({"path": "optimized", "engine_options": {}})
+    assert (optimized.xla, optimized.compile_function, optimized.steps_per_dispatch) == (True, True, 1)
+    baseline = resolve_switches({"path": "baseline"})
+    assert (baseline.xla, baseline.compile_function) == (False, True)
+    assert not resolve_switches({"path": "optimized", "engine_options": {"xla": False, "tf_function": False}}).compile_function
+    with pytest.raises(UnsupportedError, match="tf_function"):  # a combination the schema cannot express
+        resolve_switches({"path": "optimized", "engine_options": {"tf_function": False}})
