@@ -19,7 +19,7 @@ import optax
 from jax import lax
 
 from bench_engine.api import UnsupportedError
-from bench_engine.data import Dataset, DatasetError, normalize
+from bench_engine.data import Dataset, check_dataset, normalize
 from bench_engine.initweights import resolve_init
 from bench_jax import model as models
 from bench_jax import readback
@@ -85,10 +85,7 @@ def _check_request(parity: dict[str, Any], data: Dataset, kind: str, devices: li
         raise UnsupportedError(f"{world} devices requested but JAX sees {len(devices)} {kind} device(s)")
     if parity["optimizer"]["name"] not in ("sgd", "adam") or parity["loss"] != "cross_entropy":
         raise UnsupportedError(f"optimizer {parity['optimizer']['name']!r} / loss {parity['loss']!r} not supported")
-    geometry = (parity["input"]["height"], parity["input"]["width"], parity["input"]["channels"])
-    if tuple(data.images.shape[1:]) != geometry:
-        raise DatasetError(f"dataset images are {tuple(data.images.shape[1:])}, the spec's input is {geometry}")
-    return geometry
+    return check_dataset(parity, data)
 
 
 def _mesh_and_shards(spec: dict[str, Any], data: Dataset, devices: list[Any], world: int) -> tuple[Any, Any]:

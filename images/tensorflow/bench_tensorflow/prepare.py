@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench_engine.api import UnsupportedError
-from bench_engine.data import Dataset, DatasetError, normalize
+from bench_engine.data import Dataset, check_dataset, normalize
 from bench_engine.dispatch import planned_dispatches
 from bench_engine.initweights import resolve_init
 from bench_tensorflow import optimizer as optimizers
@@ -45,9 +45,7 @@ def build_workload(spec: dict[str, Any], data: Dataset, tf: Any, keras: Any, kin
     parity = spec["parity"]
     precision = parity["precision"]
     check_precision(tf, precision, kind)
-    shape = (parity["input"]["height"], parity["input"]["width"], parity["input"]["channels"])
-    if tuple(data.images.shape[1:]) != shape:
-        raise DatasetError(f"dataset images are {tuple(data.images.shape[1:])}, the spec's input is {shape}")
+    shape = check_dataset(parity, data)
     ctx = Context(tf, keras, kind, devices, shape, resolve_switches(spec))
     keras.utils.set_random_seed(int(parity["seed"]))
     apply_precision(tf, keras, precision)
