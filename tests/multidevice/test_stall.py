@@ -34,6 +34,13 @@ def test_heartbeat_writes_its_record_and_throttles_its_lines(tmp_path: Path) -> 
     beat.step()
     # the phase change and the last step are said; the 98 steps in between came within the 5 s interval
     assert out.getvalue().splitlines() == ["[bench-engine] phase timing 0/100", "[bench-engine] phase timing 100/100"]
+    warm = io.StringIO()
+    beat = Heartbeat(out=warm)
+    beat.phase("warmup", 3)
+    beat.step()
+    beat.step()
+    # the first warmup step (compilation over) is said at once; the second came within the 1 s interval
+    assert warm.getvalue().splitlines() == ["[bench-engine] phase warmup 0/3", "[bench-engine] phase warmup 1/3"]
 
 
 def test_the_rank_behind_is_blamed(tmp_path: Path) -> None:

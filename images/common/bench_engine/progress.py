@@ -11,8 +11,8 @@ Every engine process (a launched worker, or the one process of a single-process 
 
 and every finished step (``step``, the hot path: a counter, a clock read and, for a launched
 worker, a 32-byte write into a memory-mapped file, no system call). A phase line goes to stderr
-at every change of phase, at the last step of a phase and otherwise at most every
-:data:`LINE_INTERVAL_S` seconds::
+at every change of phase, at the first warmup step (compilation and graph capture are over), at the
+last step of a phase and otherwise at most every :data:`LINE_INTERVAL_S` seconds::
 
     [bench-engine] phase warmup 5/20
 
@@ -38,6 +38,7 @@ PHASES = ("start", "setup", "rendezvous", "warmup", "timing", "done")
 SETUP_PHASES = ("start", "setup", "rendezvous", "done")  # bounded by measurement.setup_stall_s
 LINE_PREFIX = "[bench-engine] phase "
 LINE_INTERVAL_S = {"warmup": 1.0, "timing": 5.0}  # between two lines of one phase (others: every change only)
+SAY_FIRST_STEP = frozenset({"warmup"})  # phases whose first finished step is always said
 RECORD = struct.Struct("<QQQQ")  # phase index, steps done, steps of the phase, beat counter
 DEFAULT_STALL_S = 300.0  # measurement.stall_s: no progress for this long after setup fails the run
 DEFAULT_SETUP_STALL_S = 900.0  # measurement.setup_stall_s: the same bound for setup and rendezvous
@@ -96,9 +97,11 @@ class Heartbeat:
 
     def step(self, count: int = 1) -> None:
         """``count`` steps of the phase finished (dispatched; the harness syncs at every window)."""
+        first = self.done == 0
         self.done += count
         self._beat()
-        if self.done >= self.total or self.last_progress - self._emitted >= self._interval:
+        # the first warmup step ends compilation and graph capture: said at once, whatever the interval
+        if self.done >= self.total or (first and self.phase_name in SAY_FIRST_STEP) or self.last_progress - self._emitted >= self._interval:
             self._emit()
 
     def snapshot(self) -> Snapshot:
