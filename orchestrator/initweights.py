@@ -8,7 +8,6 @@ back after loading, so the parity check can tell whether every engine started fr
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -17,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
+from bench_engine.initweights import FORMAT, canonical_sha256
 from orchestrator.errors import BadInput
 from orchestrator.models import RESNET50_STAGES, trainable_parameters
 
-FORMAT = "bench-init-v1"
 INIT_DIR = "init"
 RUN_FILE = "init.safetensors"
 BN_SUFFIXES = ("weight", "bias", "running_mean", "running_var")
@@ -86,16 +85,6 @@ def generate(arch: str, num_classes: int, channels: int, seed: int) -> dict[str,
     if trainable != expected:  # the file and the analytic layer list describe the same network
         raise AssertionError(f"shared layout of {arch} has {trainable} trainable values, the analytic count is {expected}")
     return tensors
-
-
-def canonical_sha256(tensors: dict[str, np.ndarray]) -> str:
-    """sha256 over (name, shape, float32 LE bytes) in sorted name order (the engines' bench_engine.initweights too)."""
-    digest = hashlib.sha256()
-    for name in sorted(tensors):
-        array = np.ascontiguousarray(np.asarray(tensors[name], dtype="<f4"))
-        digest.update(name.encode() + b"\n" + ",".join(str(d) for d in array.shape).encode() + b"\n")
-        digest.update(array.tobytes())
-    return digest.hexdigest()
 
 
 def write_safetensors(path: Path, tensors: dict[str, np.ndarray], metadata: dict[str, str]) -> None:

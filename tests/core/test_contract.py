@@ -110,7 +110,5 @@ def test_merge_keeps_the_slowest_rank_and_every_rank_apart() -> None:
         EngineResult.merge([_rank([(1, 16, 1.0)], 1.0, 1), _rank([(1, 8, 1.0)], 1.0, 1)], [0, 0], [0, 1])
 
 
-def test_thinning_keeps_evenly_spaced_windows_and_the_totals() -> None:
+def test_thinning_keeps_evenly_spaced_windows() -> None:
     assert thin(list(range(10)), 4) == [0, 2, 5, 7] and thin([1, 2], 4) == [1, 2]
-    measured = ResultMeasurements(1.0, 1.0, 1, {"steps": 10}, windows=tuple(Window(1, 8, 0.1) for _ in range(10)))
-    assert len(measured.thinned(3).windows) == 3 and measured.thinned(3).steady == {"steps": 10}

@@ -247,10 +247,6 @@ class ResultMeasurements:
             doc["workers"] = [dict(w) for w in self.workers]
         return doc
 
-    def thinned(self, limit: int) -> ResultMeasurements:
-        """At most ``limit`` windows kept, evenly spaced (``steady`` keeps the totals of all of them)."""
-        return replace(self, windows=tuple(thin(self.windows, limit)))
-
     @classmethod
     def merge(cls, ranks: Sequence[ResultMeasurements], offsets: Sequence[float], rank_ids: Sequence[int]) -> ResultMeasurements:
         """One run's measurements from its workers' (one per device): every time is the slowest worker's.

@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from bench_tensorflow.step import mean_loss
+
 Replica = Callable[[Any, Any], Any]  # (x, y) -> this replica's loss (training) or logits (inference)
 
 
@@ -59,10 +61,6 @@ def build_replicated_step(
     return step
 
 
-def _mean_loss(tf: Any, logits: Any, y: Any) -> Any:
-    return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=tf.cast(logits, tf.float32)))
-
-
 def _xla_train_replica(tf: Any, model: Any, optimizer: Any, world: int) -> Replica:
     """XLA: the gradient as a stateless function of the replica's variable values (no captured mirrored variable)."""
     trainable = model.trainable_variables
@@ -73,7 +71,7 @@ def _xla_train_replica(tf: Any, model: Any, optimizer: Any, world: int) -> Repli
         with tf.GradientTape() as tape:
             tape.watch(train_values)
             logits, new_other = model.stateless_call(train_values, other_values, x, training=True)
-            loss = _mean_loss(tf, logits, y)
+            loss = mean_loss(tf, logits, y)
             scaled = loss * (scale / world)
         return loss, tape.gradient(scaled, train_values), new_other
 
@@ -110,7 +108,7 @@ def _train_replica(tf: Any, model: Any, optimizer: Any, world: int) -> Replica:
 
     def train_replica(x: Any, y: Any) -> Any:
         with tf.GradientTape() as tape:
-            loss = _mean_loss(tf, model(x, training=True), y)
+            loss = mean_loss(tf, model(x, training=True), y)
             scaled = optimizer.scale_loss(loss / world)
         grads = tape.gradient(scaled, trainable)
         optimizer.apply(grads, trainable)

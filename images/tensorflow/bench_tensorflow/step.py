@@ -20,6 +20,11 @@ Core = Callable[[Any, Any], Any]  # (x, y) -> loss (training) or logits (inferen
 Take = Callable[[Any, Any, list[int]], Any]  # (tensor, begin, size) -> slice
 
 
+def mean_loss(tf: Any, logits: Any, y: Any) -> Any:
+    """The training loss: mean sparse cross-entropy over the batch, computed in float32."""
+    return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=tf.cast(logits, tf.float32)))
+
+
 def build_step(
     tf: Any,
     model: Any,
@@ -63,8 +68,7 @@ def _train_core(tf: Any, model: Any, optimizer: Any) -> Core:
 
     def train_core(x: Any, y: Any) -> Any:
         with tf.GradientTape() as tape:
-            logits = model(x, training=True)
-            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=tf.cast(logits, tf.float32)))
+            loss = mean_loss(tf, model(x, training=True), y)
             scaled = optimizer.scale_loss(loss)  # dynamic loss scale under fp16, identity otherwise
         grads = tape.gradient(scaled, variables)
         optimizer.apply(grads, variables)  # unscales and skips non-finite steps under fp16
