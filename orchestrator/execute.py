@@ -137,7 +137,7 @@ def prepare_dataset(scenario: Scenario) -> PreparedSplit:
 
 def _record(plan: RunPlan, status: str, reason: str | None, runtime_info: dict[str, Any], started: str,
             wall_s: float, exit_code: int | None = None, parity: dict[str, Any] | None = None,
-            throughput: float | None = None) -> dict[str, Any]:
+            throughput: float | None = None, apparent: float | None = None) -> dict[str, Any]:
     return {
         "schema_version": 1,
         "run_id": plan.run_id,
@@ -156,7 +156,16 @@ def _record(plan: RunPlan, status: str, reason: str | None, runtime_info: dict[s
         "wall_s": round(wall_s, 3),
         "parity": parity or {"checked": False, "ok": False, "mismatches": []},
         "throughput": throughput,
+        "apparent_throughput": apparent,
     }
+
+
+def counted_throughput(result: dict[str, Any] | None) -> float | None:
+    """The steady-state throughput the engine counted: the run's figure when it is valid, its *apparent*
+    figure when parity found that it did not do the work it counted (kept beside the reason, never ranked)."""
+    steady = ((result or {}).get("measurements") or {}).get("steady") or {}
+    value = steady.get("throughput")
+    return float(value) if value else None
 
 
 def _run_one(artifact: Artifact, scenario: Scenario, plan: RunPlan, split: PreparedSplit, engine: EngineInfo,
@@ -181,9 +190,10 @@ def _run_one(artifact: Artifact, scenario: Scenario, plan: RunPlan, split: Prepa
                        reporter.engine_line, [factory() for factory in MONITORS])
     runtime_info.update(done.execution.info)
     status, reason, result, parity = done.status, done.reason, done.result, done.parity
-    throughput = result["measurements"]["steady"]["throughput"] if status == "ok" and result else None
+    throughput = counted_throughput(result) if status == "ok" else None
+    apparent = counted_throughput(result) if status == "invalid" else None
     record = _record(plan, status, reason, runtime_info, started, time.monotonic() - clock,
-                     done.execution.exit_code, parity, throughput)
+                     done.execution.exit_code, parity, throughput, apparent)
     if done.observed:
         record["telemetry"] = done.observed
     record["host"] = host
@@ -205,6 +215,7 @@ def _cross_check(records: list[dict[str, Any]], results: dict[str, dict[str, Any
         if not mismatches:
             continue
         record["status"] = "invalid"
+        record["apparent_throughput"] = record["throughput"]
         record["throughput"] = None
         record["parity"]["ok"] = False
         record["parity"]["mismatches"].extend(mismatches)

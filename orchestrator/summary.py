@@ -17,12 +17,28 @@ def _run_row(record: dict[str, Any], result: dict[str, Any] | None) -> dict[str,
     row = {k: record[k] for k in ("run_id", "engine", "precision", "path", "batch_per_device", "devices", "repeat", "status")}
     row["reason"] = record.get("reason")
     row["throughput"] = record.get("throughput")
+    row["apparent_throughput"] = record.get("apparent_throughput")
+    row["work_shortfall"] = work_shortfall(record)
+    row["weight_change"] = (((result or {}).get("work") or {}).get("weight_change") or {}).get("relative")
     row["setup_s"] = measurements.get("setup_s")
     row["warmup_s"] = measurements.get("warmup_s")
     row["samples"] = ((result or {}).get("work") or {}).get("samples")
     row.update(_energy(record, row["samples"]))
     row.update(utilisation(result, row["throughput"]))
     return row
+
+
+# counted work the parity check compares, and the noun the summary uses for it
+SHORTFALL_FIELDS = {"steps": "updates", "samples": "samples", "epochs": "epochs"}
+
+
+def work_shortfall(record: dict[str, Any]) -> str | None:
+    """'381 of 780 updates' when parity found that a run did less (or more) counted work than its spec."""
+    for mismatch in (record.get("parity") or {}).get("mismatches") or []:
+        noun = SHORTFALL_FIELDS.get(mismatch.get("field"))
+        if noun and isinstance(mismatch.get("expected"), int) and isinstance(mismatch.get("actual"), int):
+            return f"{mismatch['actual']} of {mismatch['expected']} {noun}"
+    return None
 
 
 def _energy(record: dict[str, Any], samples: int | None) -> dict[str, Any]:
@@ -115,6 +131,8 @@ def summarize(scenario: str, artifact_id: str, smoke: bool, runs: list[tuple[dic
             gmacs_per_sample=next((row["gmacs_per_sample"] for row, _ in members if row.get("gmacs_per_sample")), None),
             time_to_train_h=_time_to_train(estimate, summary_tp),
             warnings=warnings,
+            apparent=_apparent(members),
+            weight_change=_median([row["weight_change"] for row, _ in valid]),
         )
         groups.append(group)
         if throughputs:
@@ -135,6 +153,16 @@ def summarize(scenario: str, artifact_id: str, smoke: bool, runs: list[tuple[dic
         "numerical_parity": verdicts,
         "telemetry": _telemetry_overview(rows),
     }
+
+
+def _apparent(members: list[tuple[dict[str, Any], dict[str, Any] | None]]) -> dict[str, Any] | None:
+    """The invalid runs' throughput as their engine counted it, with why it is not a measurement (None when no run is invalid)."""
+    invalid = [row for row, _ in members if row["status"] == "invalid" and row.get("apparent_throughput")]
+    if not invalid:
+        return None
+    reasons = sorted({row.get("work_shortfall") or row.get("reason") or "invalid" for row in invalid})
+    return {"n": len(invalid), "throughput": sample_summary([row["apparent_throughput"] for row in invalid]), "reasons": reasons,
+            "weight_change": _median([row.get("weight_change") for row in invalid])}
 
 
 def _latency(valid: list[tuple[dict[str, Any], dict[str, Any] | None]]) -> dict[str, float]:

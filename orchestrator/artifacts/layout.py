@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -19,6 +20,15 @@ SUMMARY = "summary.json"
 SCENARIO = "scenario.yaml"
 RUNS = "runs"
 INTEGRITY = "integrity.json"  # overrides of integrity checks (resume --force), see artifacts.integrity
+
+# the only files a published copy may leave out (artifacts.publish): bench's shared initial weights, re-made from the seed
+OMITTABLE = ("init/*.safetensors", "runs/*/init.safetensors")
+
+
+def omittable(rel: str) -> bool:
+    """Is ``rel`` one of the files a published copy may leave out?"""
+    return any(fnmatch.fnmatchcase(rel, pattern) and rel.count("/") == pattern.count("/") for pattern in OMITTABLE)
+
 
 # file name -> schema it must satisfy
 SCHEMA_OF = {

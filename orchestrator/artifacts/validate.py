@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from orchestrator.artifacts.layout import MANIFEST, SCENARIO, SCHEMA_OF
+from orchestrator.artifacts.layout import MANIFEST, SCENARIO, SCHEMA_OF, omittable
 from orchestrator.artifacts.manifest import in_flight
 from orchestrator.artifacts.walk import Entry, open_no_follow, read_bytes_no_follow, walk
 from orchestrator.schemas import SchemaError, validate
@@ -120,6 +120,11 @@ def validate_artifact(root: Path) -> list[ArtifactProblem]:
         problem = _check_document(root, rel)
         if problem:
             problems.append(problem)
+    for item in manifest.get("omitted") or []:  # a published copy (artifacts.publish) leaves bench's shared weights out
+        if not omittable(item["path"]):
+            problems.append(ArtifactProblem(item["path"], "listed as omitted, but only bench's shared initial weights may be", "manifest"))
+        elif item["path"] in entries or item["path"] in listed:
+            problems.append(ArtifactProblem(item["path"], "listed as omitted, yet present", "manifest"))
     for rel, entry in entries.items():
         if rel == MANIFEST or rel in listed or entry.kind == "dir":
             continue

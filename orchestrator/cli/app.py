@@ -44,6 +44,7 @@ GROUP_COMMANDS: tuple[tuple[typer.Typer, str, object], ...] = (
     (results_cmd.results_app, "compare", results_more_cmd.compare),
     (results_cmd.results_app, "report", results_more_cmd.report),
     (results_cmd.results_app, "archive", results_more_cmd.archive),
+    (results_cmd.results_app, "publish", results_more_cmd.publish),
     (scenario_cmd.scenario_app, "resume", scenario_resume_cmd.resume_cmd),
 )
 for _group, _command, _function in GROUP_COMMANDS:

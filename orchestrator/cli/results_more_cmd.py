@@ -116,13 +116,21 @@ def _render_environment(env: dict[str, Any]) -> None:
 def report(artifact: Path = typer.Argument(..., help="Artifact folder (or .tar.gz archive)."),
            html: bool = typer.Option(False, "--html", help="Also write a self-contained HTML page with plots."),
            out_dir: Path | None = typer.Option(None, "--out", help="Output folder (default: <artifact-id>-report next to the artifact)."),
+           as_published: Path | None = typer.Option(None, "--as-published", help="A second artifact that ran the claims' own protocol "
+                                                    "(e.g. scenarios/opennn_seed_as_published.yaml): the claims table shows claimed, as "
+                                                    "published and fair."),
            as_json: bool = typer.Option(False, "--json", help="Print the written files as JSON.")) -> None:
-    """Write a Markdown report (runs, statistics, ratios, setup/warmup, telemetry, environment), runs.csv and groups.csv,
-    and with --html report.html. The artifact itself is never modified."""
+    """Write a Markdown report (runs, statistics, ratios, claims, setup/warmup, telemetry, environment), runs.csv and
+    groups.csv, and with --html report.html. The artifacts themselves are never modified."""
     from orchestrator.reports import build_report, default_report_dir, load_report_data
 
-    with _checked_artifact(artifact, "artifact") as root:
+    with _checked_artifact(artifact, "artifact") as root, contextlib.ExitStack() as stack:
         data = load_report_data(root, str(artifact))
+        if as_published is not None:
+            other = stack.enter_context(_checked_artifact(as_published, "--as-published"))
+            data.as_published = load_report_data(other, str(as_published))
+            if not data.scenario.get("claims"):
+                raise BadInput(f"--as-published {as_published}: artifact {artifact}'s scenario has no claims to compare")
         target = out_dir or default_report_dir(artifact, data.artifact_id)
         written = build_report(data, target, html=html, artifact_root=artifact if artifact.is_dir() else None)
     if as_json:
@@ -150,3 +158,20 @@ def archive(artifact: Path = typer.Argument(..., help="Artifact folder."),
         print_json({"artifact": str(artifact), "archive": str(written), "bytes": written.stat().st_size, "sha256": digest})
     else:
         out.print(f"archive: {escape(str(written))} ({written.stat().st_size:,} bytes, sha256 {digest})")
+
+
+def publish(artifact: Path = typer.Argument(..., help="Artifact folder."),
+            out_root: Path = typer.Option(..., "--out", help="Folder to hold the copy (<out>/<artifact-id>)."),
+            as_json: bool = typer.Option(False, "--json")) -> None:
+    """Copy a valid artifact without bench's shared initial weights (re-made from the seed), for publishing: its
+    manifest lists them as omitted with their sha256, and the copy validates like the original."""
+    from orchestrator.artifacts.publish import publish as publish_copy
+
+    if not artifact.is_dir():
+        raise BadInput(f"{artifact}: no such artifact folder")
+    target = publish_copy(artifact, out_root)
+    size = sum(p.stat().st_size for p in target.rglob("*") if p.is_file())
+    if as_json:
+        print_json({"artifact": str(artifact), "copy": str(target), "bytes": size})
+    else:
+        out.print(f"published copy: {escape(str(target))} ({size:,} bytes; shared initial weights omitted)")

@@ -42,6 +42,7 @@ class ReportData:
     runs: list[RunData]
     problems: list[ArtifactProblem] = field(default_factory=list)
     scenario: dict[str, Any] = field(default_factory=dict)  # the artifact's resolved scenario.yaml
+    as_published: ReportData | None = None  # a second artifact: the claims' own protocol on this GPU (report --as-published)
 
     @property
     def artifact_id(self) -> str:

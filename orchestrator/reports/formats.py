@@ -32,6 +32,28 @@ class Span(NamedTuple):
         return cls(block["low"], block["high"], block["kind"]) if block else None
 
 
+class Apparent(NamedTuple):
+    """An invalid run's throughput as its engine counted it, and why it is not a measurement."""
+
+    throughput: float
+    why: str | None = None
+
+    @classmethod
+    def of(cls, throughput: float | None, why: str | None) -> Apparent | None:
+        return cls(throughput, why) if throughput else None
+
+
+def apparent(spec: str = ",.0f", suffix: str = "") -> Format:
+    """An :class:`Apparent` as 'apparent 75,120, invalid: 381 of 780 updates'; None as '-'."""
+
+    def render(value: Apparent | None) -> str:
+        if not value:
+            return DASH
+        return f"apparent {value.throughput:{spec}}{suffix}, invalid" + (f": {value.why}" if value.why else "")
+
+    return render
+
+
 def text(value: Any) -> str:
     """The value as it is; None as '-'."""
     return DASH if value is None else str(value)
@@ -91,3 +113,5 @@ ENERGY = number(".4g")  # joules
 TIMES = number(".2f", "x")  # ratios and speedups
 PERCENT = number(".1f", "%", 100)  # a fraction as a percentage
 PVALUE = number(".3g", missing="n/a")
+APPARENT = apparent()  # invalid runs' counted samples/s
+RELATIVE = number(".4g")  # relative weight change

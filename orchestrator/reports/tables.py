@@ -1,26 +1,22 @@
-"""The one table model every output shares, and the report's tables in it.
-
-A :class:`Table` is columns (a header and the format of their cells) and rows of typed cells (None, numbers,
-strings, :class:`~orchestrator.reports.formats.Span` ...). Each output is a small exporter of it:
-reports/markdown.py, reports/html.py, reports/csvout.py (the cells as they are) and cli/results_view.py (Rich,
-the tables of reports/summary_tables.py).
-"""
+"""The report's tables, in the one table model every output shares (reports/model.py: Column, Table)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.reports.claims import claims_table
 from orchestrator.reports.data import ReportData
 from orchestrator.reports.formats import (
+    APPARENT,
     DASH,
     ENERGY,
     PERCENT,
     PVALUE,
     RATE,
+    RELATIVE,
     SECONDS,
     TIMES,
-    Format,
+    Apparent,
     Span,
     blank,
     flag,
@@ -28,43 +24,11 @@ from orchestrator.reports.formats import (
     number,
     of_total,
     span,
-    text,
     with_reason,
 )
+from orchestrator.reports.model import Column, Table, columns
 
-
-@dataclass(frozen=True)
-class Column:
-    """A column: its header and how its typed cells read as text."""
-
-    header: str
-    fmt: Format = text
-    status: bool = False  # the cells are run statuses (the terminal and the HTML page colour them)
-
-
-@dataclass
-class Table:
-    """A titled table: columns, rows of typed cells, and notes under it."""
-
-    key: str
-    title: str
-    columns: list[Column]
-    cells: list[list[Any]]  # typed cells, one list per row, in column order
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def headers(self) -> list[str]:
-        return [column.header for column in self.columns]
-
-    @property
-    def rows(self) -> list[list[str]]:
-        """The cells as text, each through its column's format."""
-        return [[column.fmt(cell) for column, cell in zip(self.columns, row, strict=True)] for row in self.cells]
-
-
-def columns(*headers: str) -> list[Column]:
-    """Plain-text columns."""
-    return [Column(header) for header in headers]
+__all__ = ["Column", "Table", "columns"]  # the table model, re-exported for the exporters
 
 
 def _stat(stats: dict[str, Any] | None, key: str) -> float | None:
@@ -92,31 +56,47 @@ def overview(data: ReportData) -> Table:
 
 def runs(data: ReportData) -> Table:
     cols = [*columns("run", "engine", "precision", "path", "batch", "devices", "repeat"), Column("status", status=True),
-            Column("samples/s", RATE), Column("setup s", SECONDS), Column("warmup s", SECONDS), Column("wall s", SECONDS),
+            Column("samples/s", RATE), Column("apparent samples/s", APPARENT), Column("weights moved", RELATIVE),
+            Column("setup s", SECONDS), Column("warmup s", SECONDS), Column("wall s", SECONDS),
             Column("J/img", ENERGY), Column("reason", blank)]
     by_id = {r.run_id: r for r in data.runs}
     cells = []
     for row in data.summary["runs"]:
         record = by_id[row["run_id"]].record if row["run_id"] in by_id else {}
         cells.append([row["run_id"], row["engine"], row["precision"], row.get("path"), row.get("batch_per_device"), row.get("devices"),
-                      row.get("repeat"), row["status"], row.get("throughput"), row.get("setup_s"), row.get("warmup_s"),
-                      record.get("wall_s"), row.get("energy_per_sample_j"), row.get("reason")])
-    return Table("runs", "Runs", cols, cells, ["samples/s: steady-state throughput (warmup and setup excluded)."])
+                      row.get("repeat"), row["status"], row.get("throughput"),
+                      Apparent.of(row.get("apparent_throughput"), row.get("work_shortfall")), row.get("weight_change"),
+                      row.get("setup_s"), row.get("warmup_s"), record.get("wall_s"), row.get("energy_per_sample_j"), row.get("reason")])
+    return Table("runs", "Runs", cols, cells, ["samples/s: steady-state throughput (warmup and setup excluded).",
+                                               APPARENT_NOTE, WEIGHTS_NOTE])
+
+
+APPARENT_NOTE = ("apparent samples/s: an invalid run's throughput as its engine counted it, with the work parity found "
+                 "missing (read back from the framework); not a measurement of the scenario's work, never ranked.")
+WEIGHTS_NOTE = ("weights moved: ||w_end - w_0|| / ||w_0|| of the trainable parameters, read back from the engine after the last "
+                "step: a run that computes fewer updates than it counts moves its weights less far.")
 
 
 def groups(data: ReportData) -> Table:
     cols = [*columns("engine", "precision", "path", "batch", "devices"), Column("n", of_total), Column("median", RATE),
             Column("min", RATE), Column("max", RATE), Column("IQR", RATE), Column("interval", span()),
-            Column("J/img (median)", ENERGY), Column("warnings", joined("; "))]
+            Column("J/img (median)", ENERGY), Column("apparent (invalid runs)", APPARENT), Column("warnings", joined("; "))]
     cells = []
     for g in data.summary["groups"]:
         tp = g.get("throughput")
         cells.append([g["engine"], g["precision"], g["path"], g["batch_per_device"], g["devices"], (g["n"], g.get("n_total", g["n"])),
                       _stat(tp, "median"), _stat(tp, "min"), _stat(tp, "max"), _stat(tp, "iqr"), Span.labelled(tp),
-                      _stat(g.get("energy_per_sample_j"), "median"), g.get("warnings")])
+                      _stat(g.get("energy_per_sample_j"), "median"), _apparent_cell(g.get("apparent")), g.get("warnings")])
     notes = ["Steady-state throughput (samples/s) over the valid repeats; n = valid/total runs. "
              "interval: bootstrap (percentile) 95% CI of the median with 5+ repeats; with fewer, the range (min-max) of the repeats."]
     return Table("groups", "Throughput statistics per group", cols, cells, notes)
+
+
+def _apparent_cell(block: dict[str, Any] | None) -> Apparent | None:
+    """A group's invalid runs: the median of their counted throughput and the distinct reasons."""
+    if not block or not block.get("throughput"):
+        return None
+    return Apparent(block["throughput"]["median"], f"{block['n']} run(s), " + "; ".join(block["reasons"]))
 
 
 def ratio_cells(summary: dict[str, Any]) -> list[list[Any]]:
@@ -287,30 +267,8 @@ def environment(data: ReportData) -> list[Table]:
 
 
 def claims(data: ReportData) -> Table | None:
-    """The scenario's published ratios (``claims``) next to the ratios bench measured, or None."""
-    block = data.scenario.get("claims")
-    if not block:
-        return None
-    measured = {(r["engine"], r["baseline_engine"], r["precision"], r.get("path")): r for r in data.summary.get("ratios") or []}
-    gpus = sorted({run.gpu.get("name") for run in data.runs if run.gpu.get("name")})
-    here = ", ".join(gpus) or "this machine (no GPU recorded)"
-    cols = [*columns("engine / vs", "precision", "path"), Column(f"claimed ({block['hardware']})", TIMES), Column(f"measured ({here})", TIMES),
-            Column("95% CI", span(",.2f", "x")), Column("measured / claimed", number(".2f")), Column("as stated")]
-    cells = []
-    for claim in block["ratios"]:
-        path = claim.get("path", "optimized")
-        found = [r for key, r in measured.items() if key[:3] == (claim["engine"], claim["vs"], claim["precision"]) and key[3] == path]
-        ratio = found[0]["ratio"] if found else None
-        cells.append([f"{claim['engine']} / {claim['vs']}", claim["precision"], path, claim["claimed"], ratio,
-                      Span.of(found[0].get("ci95")) if found else None, None if ratio is None else ratio / claim["claimed"],
-                      claim.get("as_stated")])
-    notes = [f"claimed: {block['source']}.", "measured: median throughput ratio of valid runs in this artifact (summary ratios); "
-             "- where either engine has no valid run in that cell (failed, invalid or not run)."]
-    if block.get("note"):
-        notes.append(block["note"])
-    if data.summary.get("smoke"):
-        notes.append("Smoke run: the measured ratios are not representative.")
-    return Table("claims", "Claimed vs measured ratios", cols, cells, notes)
+    """The scenario's claims: claimed, as published (``data.as_published``) and fair (reports/claims.py), or None."""
+    return claims_table(data, data.as_published)
 
 
 def all_tables(data: ReportData) -> list[Table]:

@@ -1,4 +1,4 @@
-"""Building the OpenNN engine: bad source archives, the checksum-keyed cache, `bench env`, image context, claims."""
+"""Building the OpenNN engine: bad source archives, the checksum-keyed cache, `bench env`, image context."""
 
 from __future__ import annotations
 
@@ -83,23 +83,6 @@ def test_image_context_takes_the_vendored_archives(tmp_path: Path, monkeypatch: 
     monkeypatch.setenv("BENCH_OPENNN_VENDOR", str(fake_vendor(tmp_path / "w", missing="cudnn-frontend")))
     with pytest.raises(BadInput, match=r"cudnn-frontend-1\.22\.1\.tar\.gz"):
         vendor_files(meta)
-
-
-def test_claims_table_puts_measured_next_to_claimed() -> None:
-    from orchestrator.reports.data import ReportData
-    from orchestrator.reports.tables import claims
-
-    scenario = {"claims": {"source": "ref", "hardware": "RTX 4080", "ratios": [
-        {"engine": "opennn", "vs": "pytorch", "precision": "tf32", "path": "optimized", "claimed": 1.9, "as_stated": "fp32: 1.90x"},
-        {"engine": "opennn", "vs": "tensorflow", "precision": "bf16", "claimed": 1.91}]}}
-    summary = {"ratios": [
-        {"engine": "opennn", "baseline_engine": "pytorch", "precision": "tf32", "path": "optimized", "ratio": 0.5, "ci95": [0.4, 0.6]},
-        {"engine": "opennn", "baseline_engine": "pytorch", "precision": "bf16", "path": "optimized", "ratio": 9.0}]}
-    table = claims(ReportData("x", summary, {}, [], [], scenario))
-    assert table is not None and table.key == "claims"
-    assert table.rows[0][:7] == ["opennn / pytorch", "tf32", "optimized", "1.90x", "0.50x", "0.40x - 0.60x", "0.26"]
-    assert table.rows[1][4] == "-"  # no measured opennn/tensorflow bf16 ratio: never the bf16 pytorch one
-    assert claims(ReportData("x", summary, {}, [], [], {})) is None
 
 
 @pytest.mark.skipif(not VENDOR.is_dir(), reason="../shared/vendor not beside the checkout")

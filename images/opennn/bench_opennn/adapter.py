@@ -19,10 +19,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from bench_engine.contract import steady_of
 from bench_engine.data import CANONICAL_FILES, DatasetError, split_sha256
 from bench_engine.main import read_command_line
 from bench_engine.result import ENGINE_LIB_VERSION, RESULT_SCHEMA_VERSION, cap_windows, write_json_atomic
+from bench_engine.weights import WeightChange, weight_change
 from bench_opennn.events import DriverEvents, parse_events
 from bench_opennn.locate import DriverMissing, find_driver, sources
 from bench_opennn.plan import Switches, UnsupportedSchedule, check_schedule, plan_text, resolve_switches
@@ -296,7 +299,7 @@ def shared_init(spec: dict[str, Any], spec_dir: Path, driver: Path, env: dict[st
 
     tensors, _ = read_init(resolve_init(spec, spec_dir))
     files = {key: work_dir / f"{key}.f32" for key in ("defaults_params", "defaults_states", "init_params", "init_states",
-                                                      "readback_params", "readback_states")}
+                                                      "readback_params", "readback_states", "final_params", "final_states")}
     layout_events = work_dir / "layout-events.txt"
     layout_plan = work_dir / "layout-plan.txt"
     layout_plan.write_text(plan_base.replace(f"events {work_dir / 'events.txt'}", f"events {layout_events}", 1)
@@ -310,7 +313,8 @@ def shared_init(spec: dict[str, Any], spec_dir: Path, driver: Path, env: dict[st
     params.tofile(files["init_params"])
     states.tofile(files["init_states"])
     keys = {"init_params": files["init_params"], "init_states": files["init_states"],
-            "dump_params": files["readback_params"], "dump_states": files["readback_states"]}
+            "dump_params": files["readback_params"], "dump_states": files["readback_states"],
+            "final_params": files["final_params"], "final_states": files["final_states"]}
     return keys, layout
 
 
@@ -322,12 +326,22 @@ def init_readback(layout: list, keys: dict) -> str:
     return canonical_sha256(read_back(layout, raw(keys["dump_params"]), raw(keys["dump_states"])))
 
 
+def moved_weights(layout: list, keys: dict) -> WeightChange:
+    """How far training moved the trainable parameters: the driver's dump after the last step
+    against its dump after loading (the parameter tensors of ``layout``; padding excluded)."""
+    from bench_opennn.initload import raw
+
+    before, after = raw(keys["dump_params"]), raw(keys["final_params"])
+    slots = [(offset, int(np.prod(shape))) for kind, _label, _index, offset, shape in layout if kind == "param"]
+    return weight_change((before[o : o + n] for o, n in slots), (after[o : o + n] for o, n in slots))
+
+
 def execute(spec: dict[str, Any], result_path: Path, spec_dir: Path | None = None) -> tuple[dict[str, Any], int]:
     """Run ``spec``; return the engine-result document and the exit code."""
     result: dict[str, Any] = {"schema_version": RESULT_SCHEMA_VERSION, "run_id": spec["run_id"], "engine": spec["engine"], "status": "ok"}
     cuda = wants_cuda(spec)
     driver, info, switches, dataset = None, {}, None, None
-    init_sha = None
+    init_sha, moved = None, None
     events = DriverEvents()
     code = 0
     work_dir = result_path.parent / "opennn"
@@ -357,6 +371,11 @@ def execute(spec: dict[str, Any], result_path: Path, spec_dir: Path | None = Non
         if layout and events_path.is_file() and "applied init shared" in events_path.read_text():
             init_sha = init_readback(layout, init_keys)
         events = parse_events(events_path)
+        if layout and events.applied.get("final_dumped") == "1":
+            try:
+                moved = moved_weights(layout, init_keys)
+            except (OSError, ValueError) as exc:  # a cut-off dump: the run keeps its result, without this signal
+                log(f"weight change not measured: {exc}")
         if returncode == 0 and events.done:
             pass
         elif events.error_kind:
@@ -385,6 +404,10 @@ def execute(spec: dict[str, Any], result_path: Path, spec_dir: Path | None = Non
         code = 1
     result["environment"] = environment(cuda, driver, info, events)
     assemble(result, spec, events, cuda, switches, dataset, time.monotonic(), init_sha)
+    if moved is not None and "work" in result:
+        result["work"]["weight_change"] = moved.to_json()
+    for dump in work_dir.glob("*.f32"):  # raw parameter buffers (94 MB each for ResNet-50), read: not results
+        dump.unlink(missing_ok=True)
     return result, code
 
 

@@ -331,7 +331,11 @@ int train(const bench::Plan& plan, bench::Events& events)
     }
     events.applied("graph_execs", std::to_string(trainer.graph_execs()));
     events.applied("steps_applied", plan.text("optimizer") == "adam" ? std::to_string(trainer.steps_applied()) : "-1");
-    trainer.finish();
+    trainer.finish();  // OpenNN's teardown copies the trained parameters back to the host
+    if (!plan.text("final_params", "").empty()) {  // the trained weights: bench_opennn measures how far they moved
+        transfer(network, plan.text("final_params"), plan.text("final_states"), false);
+        events.applied("final_dumped", "1");
+    }
     events.line("done " + fmt_double(last_loss));
     return 0;
 }

@@ -1,0 +1,96 @@
+"""Claimed vs measured, three ways; an invalid run's apparent throughput kept visible, never ranked."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from orchestrator.reports.claims import measured_ratio
+from orchestrator.reports.data import ReportData
+from orchestrator.reports.tables import claims, groups, runs
+from orchestrator.summary import summarize, work_shortfall
+
+SCENARIO = {"claims": {"source": "ref", "hardware": "RTX 4080", "ratios": [
+    {"engine": "opennn", "vs": "pytorch", "precision": "tf32", "path": "optimized", "claimed": 1.9, "as_stated": "fp32: 1.90x"},
+    {"engine": "opennn", "vs": "tensorflow", "precision": "bf16", "claimed": 1.91}]}}
+
+
+def _record(engine: str, repeat: int, status: str = "ok", throughput: float | None = None, apparent: float | None = None,
+            mismatches: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    return {"run_id": f"{engine}-tf32-r{repeat}", "engine": engine, "precision": "tf32", "path": "optimized", "batch_per_device": 128,
+            "devices": 1, "repeat": repeat, "status": status, "reason": "parity: steps expected 780 got 381" if mismatches else None,
+            "throughput": throughput, "apparent_throughput": apparent,
+            "parity": {"checked": True, "ok": not mismatches, "mismatches": mismatches or []}}
+
+
+LOST = [{"field": "steps", "expected": 780, "actual": 381, "against": "spec"}]
+
+
+def _summary(opennn_status: str, opennn: list[float], pytorch: list[float]) -> dict[str, Any]:
+    runs_in = []
+    for i, value in enumerate(opennn, 1):
+        if opennn_status == "ok":
+            runs_in.append((_record("opennn", i, throughput=value), None))
+        else:
+            runs_in.append((_record("opennn", i, "invalid", apparent=value, mismatches=LOST), None))
+    runs_in += [(_record("pytorch", i, throughput=value), None) for i, value in enumerate(pytorch, 1)]
+    return summarize("opennn_seed", "a1", False, runs_in)
+
+
+def test_shortfall_names_the_counted_work_parity_found_missing() -> None:
+    assert work_shortfall(_record("opennn", 1, "invalid", mismatches=LOST)) == "381 of 780 updates"
+    assert work_shortfall(_record("opennn", 1, "invalid", mismatches=[{"field": "precision", "expected": "tf32", "actual": "fp32"}])) is None
+    assert work_shortfall(_record("opennn", 1)) is None
+
+
+def test_an_invalid_group_keeps_its_apparent_throughput_but_no_ratio() -> None:
+    summary = _summary("invalid", [75000.0, 74000.0, 76000.0], [40000.0, 41000.0, 42000.0])
+    opennn = next(g for g in summary["groups"] if g["engine"] == "opennn")
+    assert opennn["n"] == 0 and opennn["throughput"] is None
+    assert opennn["apparent"]["throughput"]["median"] == 75000.0 and opennn["apparent"]["reasons"] == ["381 of 780 updates"]
+    assert summary["ratios"] == []  # never ranked
+    data = ReportData("x", summary, {}, [], [], {})
+    assert "apparent 75,000, invalid: 3 run(s), 381 of 780 updates" in [row[-2] for row in groups(data).rows]
+    run_rows = runs(data).rows
+    assert run_rows[0][8] == "-" and run_rows[0][9] == "apparent 75,000, invalid: 381 of 780 updates"
+
+
+def test_measured_ratio_from_medians_with_the_range_under_five_repeats() -> None:
+    summary = _summary("ok", [30000.0, 36000.0, 33000.0], [40000.0, 44000.0, 42000.0])
+    found = measured_ratio(summary, "opennn", "pytorch", "tf32", "optimized")
+    assert found is not None and found.valid and found.label == "valid"
+    assert abs(found.ratio - 33000 / 42000) < 1e-12
+    assert found.interval is not None and found.interval.kind == "range"
+    assert abs(found.interval.low - 30000 / 44000) < 1e-12 and abs(found.interval.high - 36000 / 40000) < 1e-12
+    assert measured_ratio(summary, "opennn", "tensorflow", "tf32", "optimized") is None  # no tensorflow runs
+    assert measured_ratio(summary, "opennn", "pytorch", "bf16", "optimized") is None  # never another precision's
+
+
+def test_the_summary_ci_is_inverted_when_the_summary_took_the_pair_the_other_way() -> None:
+    summary = _summary("ok", [30000.0] * 5, [40000.0] * 5)
+    summary["ratios"] = [{"engine": "pytorch", "baseline_engine": "opennn", "precision": "tf32", "path": "optimized", "devices": 1,
+                          "ratio": 4 / 3, "ci95": [1.25, 1.5]}]
+    found = measured_ratio(summary, "opennn", "pytorch", "tf32", "optimized")
+    assert found is not None and found.interval is not None and found.interval.kind == "ci95"
+    assert abs(found.interval.low - 1 / 1.5) < 1e-12 and abs(found.interval.high - 1 / 1.25) < 1e-12
+
+
+def test_claims_table_three_ways() -> None:
+    fair = _summary("ok", [36000.0, 37000.0, 38000.0], [47000.0, 48000.0, 49000.0])
+    published = _summary("invalid", [74000.0, 75000.0, 76000.0], [7700.0, 7800.0, 7900.0])
+    table = claims(ReportData("fair", {**fair, "artifact_id": "F"}, {}, [], [], SCENARIO,
+                              as_published=ReportData("pub", {**published, "artifact_id": "P"}, {}, [], [], SCENARIO)))
+    assert table is not None and table.key == "claims"
+    row = table.rows[0]
+    assert row[:4] == ["opennn / pytorch", "tf32", "optimized", "1.90x"]
+    assert row[4] == f"{75000 / 7800:.2f}x" and row[6] == "apparent, invalid: opennn 381 of 780 updates"
+    assert row[7] == f"{37000 / 48000:.2f}x" and row[9] == "valid" and row[10] == f"{37000 / 48000 / 1.9:.2f}"
+    assert table.rows[1][4] == "-" and table.rows[1][7] == "-"  # no tensorflow, no bf16: never another cell's ratio
+    assert any("artifact P" in note for note in table.notes)
+
+
+def test_claims_without_an_as_published_artifact_say_how_to_get_one() -> None:
+    fair = _summary("ok", [36000.0], [48000.0])
+    table = claims(ReportData("fair", {**fair, "artifact_id": "F"}, {}, [], [], SCENARIO))
+    assert table is not None and table.rows[0][4] == "-" and table.rows[0][6] == "-"
+    assert any("--as-published" in note for note in table.notes)
+    assert claims(ReportData("fair", {**fair, "artifact_id": "F"}, {}, [], [], {})) is None
