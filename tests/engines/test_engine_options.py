@@ -61,7 +61,7 @@ def test_tensorflow_switches_resolve_over_the_defaults() -> None:
     from bench_tensorflow.options import resolve_switches
 
     optimized = resolve_switches({"path": "optimized", "engine_options": {}})
-    assert (optimized.xla, optimized.compile_function, optimized.steps_per_dispatch) == (True, True, 1)
+    assert (optimized.xla, optimized.compile_function, optimized.steps_per_dispatch) == (True, True, "auto")
     baseline = resolve_switches({"path": "baseline"})
     assert (baseline.xla, baseline.compile_function) == (False, True)
     assert not resolve_switches({"path": "optimized", "engine_options": {"xla": False, "tf_function": False}}).compile_function

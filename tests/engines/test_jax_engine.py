@@ -440,6 +440,9 @@ def test_steps_and_samples_as_asked(run: Any) -> None:
     assert (work["steps"], work["samples"], work["epochs"]) == (2, 32, 1)
     assert measured["epochs"] == [{"epoch": 1, "steps": 2, "samples": 32, "time_s": measured["epochs"][0]["time_s"]}]
     assert measured["steady"]["samples"] == 16
+    # the default steps_per_dispatch (auto) on a CPU: one step per call, and the result says why
+    switch = work["optimizations"]["steps_per_dispatch"]
+    assert work["steps_per_dispatch"] == 1 and switch["applied"] is False and switch["detail"].startswith("auto: 1 (cpu:")
 
 
 @pytest.mark.parametrize("run", ["fp32-baseline-host"], indirect=True)
@@ -476,6 +479,35 @@ def test_several_steps_per_dispatch_run(run: Any) -> None:
     assert (work["steps"], work["samples"]) == (6, 48)
     assert [w[:2] for w in measured["windows"]] == [[2, 16], [2, 16], [1, 8]]  # epoch 1 after warmup: 2; epoch 2: 2 + 1
     assert math.isfinite(measured["final_loss"])
+
+
+def test_steps_per_dispatch_auto_fits_on_a_gpu_only() -> None:
+    """auto (the default) fits K to the timed blocks when the kind is a GPU (told, not needed), stays 1 on a CPU,
+    on several devices, the baseline, host data and inference; an integer wins."""
+    from bench_jax.options import engine_options, optimizations, steps_per_dispatch
+    from bench_jax.step import StepConfig
+
+    # 50 steps an epoch of 8, 2 epochs, warmup 10, windows of 20: timed blocks 20 20 | 20 20 10
+    spec = {"parity": {"batch": {"per_device": 8}, "warmup_steps": 10, "epochs": 2, "steps_per_epoch": 50},
+            "measurement": {"window_steps": 20}}
+    train = StepConfig(mode="train", full_step=True, donate=True, device_data=True, size=8)
+
+    def choose(kind: str = "cuda", options: dict[str, Any] | None = None, **changes: Any) -> Any:
+        config = StepConfig(**{**train.__dict__, **changes})
+        return steps_per_dispatch(engine_options({"engine_options": options or {}}), config, kind, spec, 400)
+
+    fitted = choose()
+    assert (fitted.steps, fitted.reason) == (10, "auto: K=10 fitted to the timing blocks (9 calls for 90 timed steps)")
+    on_cpu = choose("cpu")
+    assert on_cpu.steps == 1 and on_cpu.reason.startswith("auto: 1 (cpu: XLA's CPU while loop")
+    for changes, why in (({"world": 2}, "several devices"), ({"full_step": False}, "optimized path"),
+                         ({"device_data": False}, "device-resident"), ({"mode": "infer"}, "inference")):
+        assert choose(**changes).steps == 1 and why in choose(**changes).reason
+    explicit = {"steps_per_dispatch": 4}
+    assert (choose("cpu", explicit).steps, choose(options=explicit, world=2).steps, choose(options=explicit, mode="infer").steps) == (4, 4, 1)
+    switch = optimizations(train, "", "cuda", None, fitted)["steps_per_dispatch"]
+    assert switch["applied"] and switch["detail"].startswith("10 full SGD steps per jitted call (auto: K=10 fitted")
+    assert optimizations(train, "", "cpu", None, on_cpu)["steps_per_dispatch"] == {"applied": False, "detail": on_cpu.reason}
 
 
 def test_planned_calls_follow_the_harness_schedule(make_spec: Any) -> None:

@@ -341,16 +341,29 @@ def test_several_steps_per_call_equal_single_steps_in_float64() -> None:
 
 
 def test_steps_per_dispatch_applies_to_the_whole_xla_step_on_device_data_only() -> None:
-    from bench_tensorflow.options import steps_per_dispatch
+    """auto (the default) fits K on a GPU (told by the kind: no GPU needed), stays 1 on a CPU; an integer wins."""
+    from bench_tensorflow.options import OPTION_DEFAULTS, optimizations, steps_per_dispatch
 
-    def group(value: Any = "auto", kind: str = "cuda", **changes: Any) -> int:
+    # 50 steps an epoch of 8, 2 epochs, warmup 10, windows of 20: timed blocks 20 20 | 20 20 10
+    spec = _loop_spec(steps_per_epoch=50, batch=8, window=20, warmup=10)
+
+    def choose(value: Any = OPTION_DEFAULTS["steps_per_dispatch"], kind: str = "cuda", **changes: Any) -> Any:
         where = {"train": True, "xla": True, "resident": True, "world": 1, **changes}
-        return steps_per_dispatch(value, kind=kind, window_steps=10, **where)[0]
+        return steps_per_dispatch(value, kind=kind, spec=spec, samples=400, **where)
 
-    # the default never follows the timing window (10 here): 1 unless the option says otherwise
-    assert (group(), group(kind="cpu"), group(4, kind="cpu"), group(1), group(4)) == (1, 1, 4, 1, 4)
+    fitted = choose()
+    assert OPTION_DEFAULTS["steps_per_dispatch"] == "auto"
+    assert (fitted.steps, fitted.reason) == (10, "auto: K=10 fitted to the timing blocks (9 calls for 90 timed steps)")
+    on_cpu = choose(kind="cpu")
+    assert on_cpu.steps == 1 and on_cpu.reason.startswith("auto: 1 (cpu: XLA's CPU while loop")
+    assert (choose(4, kind="cpu").steps, choose(1).steps, choose(4).steps) == (4, 1, 4)  # an integer wins
     for changes in ({"train": False}, {"xla": False}, {"resident": False}, {"world": 2}):
-        assert group(4, **changes) == 1 and group(**changes) == 1
+        assert choose(4, **changes).steps == 1 and choose(**changes).steps == 1
+    assert "several devices" in choose(world=2).reason and "device-resident" in choose(resident=False).reason
+    switch = optimizations(True, True, "float32", True, False, False, fitted)["steps_per_dispatch"]
+    assert switch["applied"] and switch["detail"].startswith("10 full SGD steps per XLA call (auto: K=10 fitted")
+    assert optimizations(True, True, "float32", True, False, False, on_cpu)["steps_per_dispatch"] == {
+        "applied": False, "detail": on_cpu.reason}
 
 
 def test_fp16_loss_scaling_unscales_before_coupled_l2() -> None:

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from bench_engine.dispatch import DispatchChoice, choose_steps_per_dispatch
+
 if TYPE_CHECKING:  # jax-free at import: the step module imports jax
     from bench_jax.step import StepConfig
 
-OPTION_DEFAULTS: dict[str, Any] = {"donate": "auto", "steps_per_dispatch": 1}
+OPTION_DEFAULTS: dict[str, Any] = {"donate": "auto", "steps_per_dispatch": "auto"}
+ONE_STEP = DispatchChoice(1, "one step per jitted call")
 
 
 def engine_options(spec: dict[str, Any]) -> dict[str, Any]:
@@ -25,22 +28,31 @@ def donate(options: dict[str, Any], optimized: bool, mode: str) -> bool:
     return bool(optimized if value == "auto" else value) and mode == "train"
 
 
-def steps_per_dispatch(options: dict[str, Any], config: StepConfig) -> int:
-    """Training steps per jitted call: the option (default 1; it never follows the timing window).
+def steps_per_dispatch(options: dict[str, Any], config: StepConfig, kind: str, spec: dict[str, Any],
+                       samples: int) -> DispatchChoice:
+    """Training steps per jitted call and why (bench_engine.dispatch.choose_steps_per_dispatch).
 
     Only a whole jitted train step on device-resident data can be scanned over batch starts; any
     other configuration runs one step per call whatever the option says (reported as not applied).
-    A group longer than the timing window never fills (every window ends with a sync that runs a
-    short queue step by step), so choose a divisor of measurement.window_steps.
+    ``auto`` (the default) fits K to the harness's blocks on one GPU and stays 1 elsewhere.
     """
-    value = options["steps_per_dispatch"]
-    if not (config.mode == "train" and config.full_step and config.device_data):
-        return 1
-    return 1 if value == "auto" else max(1, int(value))
+    return choose_steps_per_dispatch(options["steps_per_dispatch"], blocked=_not_looping(config), kind=kind, spec=spec,
+                                     samples=samples, world=config.world)
+
+
+def _not_looping(config: StepConfig) -> str | None:
+    """Why this step cannot run several steps per call; None when it can."""
+    if config.mode != "train":
+        return "inference: one batch per jitted call"
+    if not config.full_step:
+        return "one step per jitted call (looping needs the whole step under one jax.jit: optimized path)"
+    if not config.device_data:
+        return "one step per jitted call (looping needs device-resident data)"
+    return None
 
 
 def optimizations(config: StepConfig, xla_flags: str, kind: str = "cpu", shards: Any = None,
-                  group: int = 1) -> dict[str, dict[str, Any]]:
+                  dispatch: DispatchChoice = ONE_STEP) -> dict[str, dict[str, Any]]:
     """The switches in effect, as {name: {applied, detail}}."""
     infer = config.mode == "infer"
     return {
@@ -52,12 +64,16 @@ def optimizations(config: StepConfig, xla_flags: str, kind: str = "cpu", shards:
                                  if config.device_data else "numpy batches sliced on the host, transferred every step"},
         "nhwc_layout": {"applied": True, "detail": "Flax convolutions are NHWC"},
         "xla_flags": {"applied": bool(xla_flags), "detail": xla_flags or "XLA defaults"},
-        "steps_per_dispatch": {"applied": group > 1,
-                               "detail": f"{group} full SGD steps per jitted call (lax.scan over their batch starts; "
-                                         "a shorter queue at a sync runs step by step)" if group > 1
-                               else "one step per jitted call"},
+        "steps_per_dispatch": _dispatch_switch(dispatch),
         "data_parallel": data_parallel(config, kind, shards),
     }
+
+
+def _dispatch_switch(dispatch: DispatchChoice) -> dict[str, Any]:
+    if dispatch.steps == 1:
+        return {"applied": False, "detail": dispatch.reason}
+    return {"applied": True, "detail": f"{dispatch.steps} full SGD steps per jitted call ({dispatch.reason}): lax.scan over "
+                                       "their batch starts; a shorter queue at a sync runs step by step"}
 
 
 def _jit_detail(config: StepConfig) -> str:

@@ -60,12 +60,13 @@ def build_workload(spec: dict[str, Any], data: Dataset, kind: str, devices: list
     ready = _setup_on_device(spec, data, model, geometry, devices[0], mesh, shards)
     step_config = StepConfig(mode=mode, full_step=optimized, donate=donate(options, optimized, mode), device_data=device_data,
                              size=parity["batch"]["per_device"], world=world)
-    group = steps_per_dispatch(options, step_config)
+    dispatch = steps_per_dispatch(options, step_config, kind, spec, data.samples)
+    group = dispatch.steps
     workload = JaxWorkload(
         trainable_parameters=models.count_parameters(ready.params),
         precision=policy.report(),
         data_placement=parity["data_placement"],
-        optimizations=optimizations(step_config, os.environ.get("XLA_FLAGS", ""), kind, shards, group),
+        optimizations=optimizations(step_config, os.environ.get("XLA_FLAGS", ""), kind, shards, dispatch),
         world_size=world, mesh=mesh, shards=shards, mode=mode, model=model, tx=ready.tx, state=ready.state,
         data=ready.placed, device=devices[0], step_config=step_config, steps_per_dispatch=group,
     )

@@ -12,8 +12,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench_engine.api import UnsupportedError
+from bench_engine.dispatch import DispatchChoice, choose_steps_per_dispatch
 
-OPTION_DEFAULTS: dict[str, Any] = {"xla": "auto", "tf_function": True, "steps_per_dispatch": 1}
+OPTION_DEFAULTS: dict[str, Any] = {"xla": "auto", "tf_function": True, "steps_per_dispatch": "auto"}
+ONE_STEP = DispatchChoice(1, "one step per call")
 
 
 @dataclass(frozen=True)
@@ -35,31 +37,38 @@ def resolve_switches(spec: dict[str, Any]) -> Switches:
     return Switches(xla, compile_function, options["steps_per_dispatch"])
 
 
-def steps_per_dispatch(value: Any, *, train: bool, xla: bool, resident: bool, world: int, kind: str | None,
-                       window_steps: int) -> tuple[int, str]:
-    """Training steps per call and why: the option (auto: 1; it never follows ``window_steps``).
+def steps_per_dispatch(value: Any, *, train: bool, xla: bool, resident: bool, world: int, kind: str,
+                       spec: dict[str, Any], samples: int) -> DispatchChoice:
+    """Training steps per call and why (bench_engine.dispatch.choose_steps_per_dispatch).
 
     Only the single-device whole XLA train step on device-resident data loops; any other
     configuration runs one step per call whatever the option says (reported as not applied).
+    ``auto`` (the default) fits K to the harness's blocks on one GPU and stays 1 elsewhere.
     """
+    return choose_steps_per_dispatch(value, blocked=_not_looping(train, xla, resident, world), kind=kind, spec=spec,
+                                     samples=samples, world=world)
+
+
+def _not_looping(train: bool, xla: bool, resident: bool, world: int) -> str | None:
+    """Why this step cannot run several steps per call; None when it can."""
     if not train:
-        return 1, "inference: one batch per call"
+        return "inference: one batch per call"
     if world > 1:
-        return 1, "one step per call (several devices: the all-reduce and update run outside XLA)"
+        return "one step per call (several devices: the all-reduce and update run outside XLA)"
     if not xla:
-        return 1, "one step per call (looping needs the whole step under XLA: optimized path or xla: true)"
+        return "one step per call (looping needs the whole step under XLA: optimized path or xla: true)"
     if not resident:
-        return 1, "one step per call (looping needs device-resident data)"
-    group = 1 if value == "auto" else int(value)  # default 1: never derived from the timing window
-    return group, f"steps_per_dispatch: {group}" if group > 1 else "one step per call (steps_per_dispatch: 1)"
+        return "one step per call (looping needs device-resident data)"
+    return None
 
 
 def optimizations(
-    compile_function: bool, xla: bool, policy: str, resident: bool, scaled: bool, weight_decay: bool, group: int = 1,
-    group_reason: str = "one step per call",
+    compile_function: bool, xla: bool, policy: str, resident: bool, scaled: bool, weight_decay: bool,
+    dispatch: DispatchChoice = ONE_STEP,
 ) -> dict[str, dict[str, Any]]:
     """The switches of this run, as ``{name: {applied, detail}}``."""
-    looping = (f"{group} full SGD steps per XLA call ({group_reason}): a tf.while_loop of constant trip count over their "
+    group = dispatch.steps
+    looping = (f"{group} full SGD steps per XLA call ({dispatch.reason}): a tf.while_loop of constant trip count over their "
                "batch starts; a shorter queue (at a sync or before a partial batch) runs step by step")
     return {
         "tf_function": {"applied": compile_function, "detail": "the whole step as one tf.function graph" if compile_function else "eager"},
@@ -71,7 +80,7 @@ def optimizations(
         },
         "loss_scaling": {"applied": scaled, "detail": "keras LossScaleOptimizer, dynamic" if scaled else "none"},
         "coupled_l2": {"applied": weight_decay, "detail": "g + wd * w before momentum, as PyTorch SGD" if weight_decay else "no weight decay"},
-        "steps_per_dispatch": {"applied": group > 1, "detail": looping if group > 1 else group_reason},
+        "steps_per_dispatch": {"applied": group > 1, "detail": looping if group > 1 else dispatch.reason},
         "data_parallel": {"applied": False, "detail": "one device"},
     }
 

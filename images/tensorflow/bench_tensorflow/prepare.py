@@ -81,8 +81,9 @@ def _single_workload(ctx: Context, spec: dict[str, Any], data: Dataset) -> Tenso
         init = {"mode": "framework", "sha256": None}
         model, optimizer, scaled = model_and_optimizer(keras, parity, ctx.shape, train, resolve_init(spec, None), init)
         placed, starts, images, labels = _place_split(tf, parity, data, resident)
-        group, why = steps_per_dispatch(ctx.switches.steps_per_dispatch, train=train, xla=xla, resident=resident, world=1,
-                                        kind=ctx.kind, window_steps=int(spec["measurement"]["window_steps"]))
+        dispatch = steps_per_dispatch(ctx.switches.steps_per_dispatch, train=train, xla=xla, resident=resident, world=1,
+                                      kind=ctx.kind, spec=spec, samples=data.samples)
+        group = dispatch.steps
         step_fn = build_step(tf, model, optimizer, train=train, compile_function=compile_function, jit_compile=xla, resident=placed)
         multi_fn = None
         if group > 1:
@@ -93,7 +94,7 @@ def _single_workload(ctx: Context, spec: dict[str, Any], data: Dataset) -> Tenso
         trainable_parameters=count_trainable(model),
         precision=precision_in_effect(tf, keras, parity["precision"], scaled),
         data_placement="device" if resident else "host",
-        optimizations=optimizations(compile_function, xla, POLICIES[parity["precision"]], resident, scaled, weight_decay, group, why),
+        optimizations=optimizations(compile_function, xla, POLICIES[parity["precision"]], resident, scaled, weight_decay, dispatch),
         tf=tf, step_fn=step_fn, train=train, resident=resident, host_images=images, host_labels=labels, device_kind=ctx.kind,
         starts=starts, keep=[model, optimizer, placed], steps_per_dispatch=group, multi_fn=multi_fn,
         full_size=int(parity["batch"]["per_device"]),
@@ -142,10 +143,10 @@ def _parallel_workload(ctx: Context, spec: dict[str, Any], data: Dataset) -> Ten
         images, labels = normalize(data.images), data.labels.astype("int32", copy=False)
     step_fn = build_replicated_step(tf, model, optimizer, strategy, world=world, train=train, compile_function=compile_function,
                                     jit_compile=xla, resident=placed, shape=ctx.shape)
-    _, why = steps_per_dispatch(ctx.switches.steps_per_dispatch, train=train, xla=xla, resident=resident, world=world,
-                                kind=ctx.kind, window_steps=int(spec["measurement"]["window_steps"]))
+    dispatch = steps_per_dispatch(ctx.switches.steps_per_dispatch, train=train, xla=xla, resident=resident, world=world,
+                                  kind=ctx.kind, spec=spec, samples=data.samples)
     weight_decay = bool(train and parity["optimizer"]["weight_decay"])
-    switches = optimizations(compile_function, xla, POLICIES[parity["precision"]], resident, scaled, weight_decay, 1, why)
+    switches = optimizations(compile_function, xla, POLICIES[parity["precision"]], resident, scaled, weight_decay, dispatch)
     if xla:
         switches["xla"]["detail"] = REPLICATED_XLA_DETAIL
     switches["data_parallel"] = data_parallel(world, ctx.kind, all_reduce_name(ctx.kind), shards, resident, train)
