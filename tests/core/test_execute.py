@@ -138,3 +138,21 @@ def test_dry_run_writes_nothing(capsys, monkeypatch, tmp_path):
     code, out, _ = run_cli(capsys, monkeypatch, "scenario", "run", str(FAKE_SCENARIO), "--dry-run", "--out", str(tmp_path / "r"))
     assert code == 0 and "fake2-bf16-optimized-b16-d1-r1" in out
     assert not (tmp_path / "r").exists()
+
+
+def test_an_invalid_run_keeps_its_apparent_throughput_but_never_a_ranked_one(capsys, monkeypatch, tmp_path):
+    code, summary, _ = run_fake(capsys, monkeypatch, tmp_path, "--engines", "fake", "--precisions", "fp32",
+                                "--set", "engines.fake.options.behaviour=wrong_params")
+    assert code == 1
+    artifact = Path(summary["artifact"])
+    (record,) = records(artifact).values()
+    assert record["status"] == "invalid" and record["throughput"] is None and record["apparent_throughput"] > 0
+    written = json.loads((artifact / "summary.json").read_text())
+    (row,) = written["runs"]
+    assert row["apparent_throughput"] == record["apparent_throughput"] and row["work_shortfall"] is None
+    (group,) = written["groups"]
+    assert group["n"] == 0 and group["apparent"]["n"] == 1 and written["ratios"] == []
+    assert validate_artifact(artifact) == []
+    ok_code, ok_summary, _ = run_fake(capsys, monkeypatch, tmp_path / "ok", "--engines", "fake", "--precisions", "fp32")
+    (ok_record,) = records(Path(ok_summary["artifact"])).values()
+    assert ok_code == 0 and ok_record["throughput"] > 0 and ok_record["apparent_throughput"] is None

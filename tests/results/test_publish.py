@@ -61,7 +61,7 @@ def test_omission_cannot_hide_a_result(with_weights: Path, tmp_path: Path, monke
     problems = validate_artifact(copy)
     assert [p.path for p in problems] == [result["path"]] and "only bench's shared initial weights" in problems[0].problem
     code, _, err = run_cli(["results", "validate", copy], monkeypatch, capsys)
-    assert code != 0
+    assert code != 0 and "only bench's shared initial weights" in err
 
 
 def test_an_omitted_file_that_is_present_is_refused(with_weights: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
