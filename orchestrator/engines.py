@@ -13,6 +13,7 @@ from jsonschema import Draft202012Validator
 
 from orchestrator.errors import BadInput
 from orchestrator.paths import images_dir
+from orchestrator.refusals import PlanFacts, RefuseRule, parse_rules
 
 COMMON_LIBRARY = "common"
 
@@ -32,6 +33,7 @@ class EngineInfo:
     image: dict[str, Any] = field(default_factory=dict)
     probe_import: bool = False  # the local runtime imports framework_module before a run (it can fail with a reason)
     build: bool = False  # a compiled engine: `bench env create` builds it instead of a venv
+    refuse: tuple[RefuseRule, ...] = ()  # option combinations it cannot run (engine.yaml `refuse`)
 
     def python_path(self) -> list[Path]:
         """Folders the engine's interpreter needs on PYTHONPATH (engine library + adapter)."""
@@ -47,6 +49,11 @@ class EngineInfo:
                 extra = sorted(set(err.instance) - set(err.schema.get("properties", {})))
                 raise BadInput(f"{where}.{'.'.join(extra)}: not an option of engine '{self.name}'")
             raise BadInput(f"{where}{'.' + key if key else ''}: {err.message}")
+
+    def refusal(self, facts: PlanFacts) -> str | None:
+        """Why the engine refuses this plan (the first matching ``refuse`` rule), or None."""
+        rule = next((rule for rule in self.refuse if rule.matches(facts)), None)
+        return rule.message(self.name, facts) if rule is not None else None
 
 
 def engine_metadata_files() -> list[Path]:
@@ -68,18 +75,21 @@ def discover() -> dict[str, EngineInfo]:
         meta = yaml.safe_load(meta_file.read_text()) or {}
         folder = meta_file.parent
         requirements = folder / meta["requirements"] if meta.get("requirements") else None
+        precisions = tuple(meta.get("precisions", ["fp32"]))
+        options_schema = meta.get("options") or {}
         engines[meta["name"]] = EngineInfo(
             name=meta["name"],
             framework=meta.get("framework", meta["name"]),
             module=meta["module"],
             framework_module=meta.get("framework_module", meta["module"]),
             folder=folder,
-            precisions=tuple(meta.get("precisions", ["fp32"])),
-            options_schema=meta.get("options") or {},
+            precisions=precisions,
+            options_schema=options_schema,
             requirements=requirements,
             image=meta.get("image") or {},
             probe_import=bool(meta.get("probe_import")),
             build=bool(meta.get("build")),
+            refuse=parse_rules(meta, meta_file, options_schema, precisions),
         )
     return engines
 

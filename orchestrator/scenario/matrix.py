@@ -11,6 +11,7 @@ from orchestrator.engines import discover
 from orchestrator.errors import BadInput
 from orchestrator.initweights import init_mode
 from orchestrator.models import trainable_parameters
+from orchestrator.refusals import PlanFacts
 from orchestrator.scenario.load import Scenario
 
 ADAM_BETAS = (0.9, 0.999)  # torch.optim.Adam / optax.adam / keras Adam defaults
@@ -69,7 +70,21 @@ def expand(scenario: Scenario, engines: list[str] | None = None, precisions: lis
                     for batch in batches:
                         for count in device_axis:
                             plans.append(RunPlan(engine, precision, path, batch, count, repeat, skip))
+    check_refusals(scenario, plans)
     return plans
+
+
+def check_refusals(scenario: Scenario, plans: list[RunPlan]) -> None:
+    """Refuse (BadInput, before anything runs) a plan whose engine options its engine.yaml ``refuse`` names."""
+    known = discover()
+    for plan in plans:
+        if plan.skip_reason:
+            continue
+        facts = PlanFacts(options=scenario.engine_block(plan.engine).get("options") or {}, precision=plan.precision,
+                          optimizer=scenario.workload["optimizer"]["name"], path=plan.path, mode=scenario.workload["mode"])
+        reason = known[plan.engine].refusal(facts)
+        if reason is not None:
+            raise BadInput(f"{scenario.source}: {reason}")
 
 
 def optimizer_block(optimizer: dict[str, Any]) -> dict[str, Any]:

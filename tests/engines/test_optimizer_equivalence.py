@@ -34,13 +34,13 @@ def _torch(settings: dict[str, Any]) -> np.ndarray:
     add_paths("pytorch")
     import torch
 
-    from bench_pytorch.workload import make_optimizer
+    from bench_pytorch.optimizer import OptimizerSettings, make_optimizer
 
     weights, grads = _problem()
     module = torch.nn.Linear(4, 3, bias=False)
     with torch.no_grad():
         module.weight.copy_(torch.from_numpy(weights))
-    optimizer = make_optimizer(module, settings, fused=False)
+    optimizer = make_optimizer(module.parameters(), OptimizerSettings.from_spec(settings), fused=False, capturable=False)
     for grad in grads[:STEPS]:
         module.weight.grad = torch.from_numpy(grad.copy())
         optimizer.step()

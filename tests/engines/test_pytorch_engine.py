@@ -169,9 +169,9 @@ def test_train_step_learns_and_handles_odd_batches() -> None:
     from bench_engine.data import Dataset
     from bench_pytorch.batches import BatchSource
     from bench_pytorch.model import build_model
+    from bench_pytorch.optimizer import OptimizerSettings, make_optimizer
     from bench_pytorch.precision import apply_precision
     from bench_pytorch.step import EagerRunner, TrainParts, build_train_step
-    from bench_pytorch.workload import make_optimizer
 
     torch.manual_seed(0)
     rng = torch.Generator().manual_seed(1)
@@ -181,7 +181,8 @@ def test_train_step_learns_and_handles_odd_batches() -> None:
     model = build_model("resnet50_v1.5", 10)
     settings = {"name": "sgd", "lr": 0.001, "momentum": 0.9, "weight_decay": 5e-5, "nesterov": False}
     parts = TrainParts(model=model, forward=model, loss_fn=torch.nn.CrossEntropyLoss(),
-                       optimizer=make_optimizer(model, settings, fused=False),
+                       optimizer=make_optimizer(model.parameters(), OptimizerSettings.from_spec(settings), fused=False,
+                                                capturable=False),
                        precision=apply_precision("fp32", torch.device("cpu"), training=True))
     step = build_train_step(parts)
     runner = EagerRunner(step, step, source, batch=8)

@@ -29,10 +29,13 @@ def test_honest_run_has_no_mismatch(data: tuple[Path, str]) -> None:
 
 
 def test_momentum_of_the_live_optimizer_is_checked(data: tuple[Path, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    import dataclasses
+
     import bench_pytorch.workload as workload
 
     real = workload.make_optimizer
-    monkeypatch.setattr(workload, "make_optimizer", lambda model, settings, fused: real(model, {**settings, "momentum": 0.8}, fused))
+    monkeypatch.setattr(workload, "make_optimizer", lambda params, settings, fused, capturable:
+                        real(params, dataclasses.replace(settings, momentum=0.8), fused, capturable))
     assert prepared_mismatches(engine(), tiny_spec("pytorch", data)) == ["optimizer.momentum"]
 
 

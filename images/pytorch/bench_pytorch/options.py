@@ -5,11 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from bench_engine.api import UnsupportedError
+from bench_pytorch.optimizer import CLASS_NAMES
+
 DEFAULT_COMPILE_MODE = "default"  # max-autotune* autotunes every conv: over 5 min for ResNet-50 on an H200
 # compile modes whose inductor captures CUDA graphs itself (a capture cannot nest in ours)
 INDUCTOR_GRAPH_MODES = ("reduce-overhead", "max-autotune")
 DEFAULT_GRAPH_WARMUP = 3  # side-stream iterations before capture (the PyTorch CUDA graph docs use 3)
-DDP_GRAPH_WARMUP = 11  # eager DDP iterations PyTorch requires before capturing a DDP step
+DDP_GRAPH_WARMUP = 11
+FP16_UNFUSED = ("fp16 loss scaling with the unfused {optimizer} reads GradScaler's found_inf on the host (.item()), "
+                "which a CUDA graph cannot capture")  # eager DDP iterations PyTorch requires before capturing a DDP step
 
 
 @dataclass
@@ -23,6 +28,7 @@ class OptimizationPlan:
     cuda_graphs: bool = False
     graph_warmup_steps: int = DEFAULT_GRAPH_WARMUP
     fused_optimizer: bool = False
+    capturable_optimizer: bool = False  # the optimizer is built for a captured step (Adam: capturable=True)
     cudnn_benchmark: bool = False
     optimizations: dict[str, dict[str, Any]] = field(default_factory=dict)
 
@@ -39,14 +45,20 @@ def _choice(options: dict[str, Any], key: str, auto_value: bool) -> tuple[bool, 
 
 
 def resolve_plan(spec: dict[str, Any], cuda: bool) -> OptimizationPlan:
-    """Turn the spec's path and engine options into a :class:`OptimizationPlan` for this device."""
+    """Turn the spec's path and engine options into a :class:`OptimizationPlan` for this device.
+
+    Raises UnsupportedError for a combination of explicit options that cannot run (the
+    orchestrator refuses the same ones up front from engine.yaml ``refuse``).
+    """
     plan = OptimizationPlan(cuda=cuda)
     where = "cuda" if cuda else "cpu"
+    parity = spec.get("parity") or {}
+    optimizer = CLASS_NAMES.get((parity.get("optimizer") or {}).get("name", "sgd"), "SGD")
     if spec["path"] == "baseline":
         plan.note("channels_last", False, "baseline: NCHW (framework default)")
         plan.note("compile", False, "baseline: eager")
         plan.note("cuda_graphs", False, "baseline: eager launches")
-        plan.note("fused_optimizer", False, "baseline: SGD with PyTorch's default implementation")
+        plan.note("fused_optimizer", False, f"baseline: {optimizer} with PyTorch's default implementation")
         plan.note("cudnn_benchmark", False, "baseline: framework default")
         return plan
 
@@ -59,7 +71,7 @@ def resolve_plan(spec: dict[str, Any], cuda: bool) -> OptimizationPlan:
     if plan.compile:
         plan.note("compile", True, f"{why}: torch.compile(mode={plan.compile_mode!r})")
     else:
-        reason = "cpu: inductor compile of the model takes minutes on CPU" if why == "auto" and not cuda else "option off"
+        reason = "cpu: inductor compile of the model takes minutes on CPU" if why == "auto" and not cuda else "off, eager model"
         plan.note("compile", False, f"{why}: {reason}")
 
     plan.cuda_graphs, why = _choice(options, "cuda_graphs", cuda)
@@ -76,11 +88,18 @@ def resolve_plan(spec: dict[str, Any], cuda: bool) -> OptimizationPlan:
         detail = f"{why}: whole step in one CUDA graph after {plan.graph_warmup_steps} side-stream warmup steps"
         plan.note("cuda_graphs", True, detail)
     else:
-        plan.note("cuda_graphs", False, f"{why}: {'cpu: CUDA graphs need CUDA' if not cuda else 'option off'}")
+        plan.note("cuda_graphs", False, f"{why}: {'cpu: CUDA graphs need CUDA' if not cuda else 'off, one launch per kernel'}")
 
     plan.fused_optimizer, why = _choice(options, "fused_optimizer", cuda)
-    kind = "fused" if plan.fused_optimizer else "default"
-    plan.note("fused_optimizer", plan.fused_optimizer, f"{why}: SGD {kind} implementation")
+    _graph_safe_scaling(plan, options, parity, optimizer)
+    training = parity.get("mode", "train") == "train"
+    plan.capturable_optimizer = plan.cuda_graphs and training
+    kind = "fused" if plan.fused_optimizer else "default (not fused; foreach on CUDA)"
+    detail = f"{why}: {optimizer} {kind} implementation"
+    if plan.capturable_optimizer:
+        detail += (", capturable=True (step counters on the device) for the CUDA graph" if optimizer == "Adam"
+                   else "; SGD keeps no step counter, so the CUDA graph captures it as is")
+    plan.note("fused_optimizer", plan.fused_optimizer, detail)
 
     plan.cudnn_benchmark, why = _choice(options, "cudnn_benchmark", cuda)
     if plan.cudnn_benchmark and not cuda:
@@ -89,6 +108,19 @@ def resolve_plan(spec: dict[str, Any], cuda: bool) -> OptimizationPlan:
     else:
         plan.note("cudnn_benchmark", plan.cudnn_benchmark, f"{why}: torch.backends.cudnn.benchmark={plan.cudnn_benchmark}")
     return plan
+
+
+def _graph_safe_scaling(plan: OptimizationPlan, options: dict[str, Any], parity: dict[str, Any], optimizer: str) -> None:
+    """fp16 loss scaling in a CUDA graph needs the fused optimizer: the unfused path makes GradScaler
+    read found_inf on the host (``.item()``), which a capture cannot contain."""
+    if not (plan.cuda_graphs and not plan.fused_optimizer and parity.get("precision") == "fp16"
+            and parity.get("mode", "train") == "train"):
+        return
+    why = FP16_UNFUSED.format(optimizer=optimizer)
+    if options.get("cuda_graphs") is True and options.get("fused_optimizer") is False:
+        raise UnsupportedError(f"engine option cuda_graphs: true with fused_optimizer: false cannot run fp16: {why}")
+    plan.cuda_graphs = False
+    plan.note("cuda_graphs", False, f"auto: off, eager steps: {why} (fused_optimizer: true or auto captures it)")
 
 
 def _ddp_graphs(plan: OptimizationPlan, spec: dict[str, Any], why: str) -> None:

@@ -15,6 +15,7 @@ from torch import nn
 
 from bench_engine.api import UnsupportedError
 from bench_engine.initweights import InitError, canonical_sha256, read_init, require, resolve_init
+from bench_pytorch.optimizer import is_capturable, is_fused
 from bench_pytorch.precision import Precision
 
 
@@ -52,7 +53,8 @@ def state_sha256(model: nn.Module, names: list[str]) -> str:
 
 
 def optimizer_readback(optimizer: torch.optim.Optimizer) -> dict[str, Any]:
-    """Name, class and hyper-parameters from the optimizer's first parameter group."""
+    """Name, class and hyper-parameters from the optimizer's first parameter group; fused and
+    capturable from every group (capturable: a CUDA graph may capture its step)."""
     group = optimizer.param_groups[0]
     is_adam = isinstance(optimizer, torch.optim.Adam)
     as_float = lambda v: float(v.item()) if isinstance(v, torch.Tensor) else float(v)  # noqa: E731
@@ -65,6 +67,8 @@ def optimizer_readback(optimizer: torch.optim.Optimizer) -> dict[str, Any]:
         "nesterov": None if is_adam else bool(group["nesterov"]),
         "betas": [as_float(b) for b in group["betas"]] if is_adam else None,
         "eps": as_float(group["eps"]) if is_adam else None,
+        "fused": is_fused(optimizer),
+        "capturable": is_capturable(optimizer),
     }
 
 

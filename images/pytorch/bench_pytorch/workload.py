@@ -15,8 +15,9 @@ from bench_engine.shards import ShardPlan, plan_shards, shard_dataset
 from bench_pytorch.batches import BatchSource
 from bench_pytorch.distributed import DistContext, init_process_group, require_worker, wrap_ddp
 from bench_pytorch.model import build_model, trainable_parameters
-from bench_pytorch.options import OptimizationPlan, resolve_plan
-from bench_pytorch.precision import Precision, apply_precision
+from bench_pytorch.optimizer import OptimizerSettings, make_optimizer
+from bench_pytorch.options import resolve_plan
+from bench_pytorch.precision import apply_precision
 from bench_pytorch.readback import load_shared_init, loss_readback, optimizer_readback, param_dtypes, traced_step
 from bench_pytorch.step import EagerRunner, GraphRunner, TrainParts, build_infer_step, build_train_step, without_autotune
 
@@ -88,30 +89,6 @@ class TorchWorkload(Workload):
         return None
 
 
-def make_optimizer(model: nn.Module, settings: dict[str, Any], fused: bool) -> torch.optim.Optimizer:
-    """SGD or Adam as the spec sets it; weight decay is coupled L2 (added to the gradient), as both torch classes do."""
-    if settings["name"] == "adam":
-        return torch.optim.Adam(model.parameters(), lr=settings["lr"], betas=tuple(settings["betas"]), eps=settings["eps"],
-                                weight_decay=settings["weight_decay"], fused=True if fused else None)
-    if settings["name"] != "sgd":
-        raise UnsupportedError(f"optimizer {settings['name']!r} is not implemented")
-    return torch.optim.SGD(
-        model.parameters(),
-        lr=settings["lr"],
-        momentum=settings["momentum"],
-        weight_decay=settings["weight_decay"],
-        nesterov=settings["nesterov"],
-        fused=True if fused else None,
-    )
-
-
-def _check_graph_safe(plan: OptimizationPlan, precision: Precision) -> None:
-    """fp16 loss scaling is graph-safe only with the fused SGD (the other path reads found_inf on the host)."""
-    if plan.cuda_graphs and precision.loss_scaling and not plan.fused_optimizer:
-        plan.cuda_graphs = False
-        plan.note("cuda_graphs", False, "fp16 GradScaler with the unfused SGD synchronises; set fused_optimizer")
-
-
 def build_workload(spec: dict[str, Any], data: Dataset, device: torch.device) -> TorchWorkload:
     """Everything between the loaded dataset and the first step (on this rank, when data parallel)."""
     parity = spec["parity"]
@@ -146,8 +123,8 @@ def build_workload(spec: dict[str, Any], data: Dataset, device: torch.device) ->
     optimizer = None
     if training:
         model.train()
-        _check_graph_safe(plan, precision)
-        optimizer = make_optimizer(model, parity["optimizer"], plan.fused_optimizer)
+        optimizer = make_optimizer(model.parameters(), OptimizerSettings.from_spec(parity["optimizer"]),
+                                   fused=plan.fused_optimizer, capturable=plan.capturable_optimizer)
         parts = TrainParts(model=net, forward=forward, loss_fn=loss_fn, optimizer=optimizer,
                            precision=precision, scaler=precision.make_scaler())
         step, odd_step = build_train_step(parts), build_train_step(parts, forward=net)
