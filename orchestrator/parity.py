@@ -8,6 +8,7 @@ from typing import Any
 
 from bench_engine import schedule
 from bench_engine.contract import Parity
+from bench_engine.harness import timing_blocks
 
 Mismatch = dict[str, Any]
 
@@ -78,7 +79,27 @@ def check_against_spec(spec: dict[str, Any], result: dict[str, Any], device_kind
     if parity.mode == "train":
         mismatches += check_optimizer(dict(parity.optimizer), work.get("optimizer"))
         mismatches += check_loss(parity.loss, work.get("loss"))
+        mismatches += check_block_losses(spec, result.get("measurements"))
     return mismatches
+
+
+def expected_blocks(spec: dict[str, Any]) -> int:
+    """Blocks the harness runs for ``spec`` (bench_engine.harness.timing_blocks: warmup, then every window)."""
+    parity = spec["parity"]
+    return sum(1 for _ in timing_blocks(spec, parity["dataset"]["samples"], parity["devices"]))
+
+
+def check_block_losses(spec: dict[str, Any], measurements: dict[str, Any] | None) -> list[Mismatch]:
+    """A training run reports one finite mean loss per block the harness ran (the block-mean trajectory verdict)."""
+    expected = expected_blocks(spec)
+    got = (measurements or {}).get("block_losses")
+    field = "measurements.block_losses"
+    if not isinstance(got, list) or len(got) != expected:
+        return [_mismatch(field, f"{expected} block means", "missing" if got is None else f"{len(got)} values")]
+    bad = [index for index, value in enumerate(got) if not isinstance(value, int | float) or not math.isfinite(value)]
+    if bad:
+        return [_mismatch(field, "finite block means", f"non-finite at block {bad[0]} ({len(bad)} of {expected})")]
+    return []
 
 
 def _observed(parity: Parity, observed: dict[str, Any] | None) -> list[Mismatch]:

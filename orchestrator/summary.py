@@ -6,7 +6,7 @@ from collections import defaultdict
 from typing import Any
 
 from orchestrator.stats import interval_kind, ratio_of_medians, ratio_range, sample_summary, significance, spread_warning
-from orchestrator.trajectory import numerical_parity
+from orchestrator.trajectory import TrajectoryRun, Verdict, numerical_parity
 from orchestrator.utilisation import utilisation
 
 GROUP_KEYS = ("engine", "precision", "path", "batch_per_device", "devices")
@@ -95,10 +95,10 @@ def summarize(scenario: str, artifact_id: str, smoke: bool, runs: list[tuple[dic
     rows = [_run_row(record, result) for record, result in runs]
     verdicts = _numerical_parity(runs)
     for verdict in verdicts:
-        if verdict["verdict"] == "parity_warning":
+        if verdict.verdict == "parity_warning":
             for row in rows:
-                if row["run_id"] in verdict["runs"]:
-                    text = f"numerical parity {' vs '.join(verdict['engines'])}: {verdict['reason']}"
+                if row["run_id"] in verdict.runs:
+                    text = f"numerical parity {' vs '.join(verdict.engines)} ({verdict.kind}): {verdict.reason}"
                     row["parity_warning"] = f"{row['parity_warning']}; {text}" if row.get("parity_warning") else text
     if reference is None:
         reference = next((row["engine"] for row in rows if row["status"] != "skipped"), None)
@@ -150,7 +150,7 @@ def summarize(scenario: str, artifact_id: str, smoke: bool, runs: list[tuple[dic
         "ratios": _ratios(valid_throughputs, reference),
         "scaling": scaling(groups, valid_throughputs),
         "cross_engine_parity": cross_parity or [],
-        "numerical_parity": verdicts,
+        "numerical_parity": [verdict.to_json() for verdict in verdicts],
         "telemetry": _telemetry_overview(rows),
     }
 
@@ -198,15 +198,19 @@ def _ratios(throughputs: dict[tuple, list[float]], reference: str | None) -> lis
     return out
 
 
-def _numerical_parity(runs: list[tuple[dict[str, Any], dict[str, Any] | None]]) -> list[dict[str, Any]]:
+def _numerical_parity(runs: list[tuple[dict[str, Any], dict[str, Any] | None]]) -> list[Verdict]:
     """Loss-trajectory verdicts per engine pair over the ok training runs (orchestrator.trajectory)."""
     candidates = []
     for record, result in runs:
         if record["status"] != "ok" or not result:
             continue
-        candidates.append({"run_id": record["run_id"], "engine": record["engine"], "precision": record["precision"],
-                           "repeat": record["repeat"], "key": (record["precision"], record["path"], record["batch_per_device"], record["devices"]),
-                           "init": (result.get("work") or {}).get("init"), "losses": (result.get("measurements") or {}).get("losses")})
+        measurements = result.get("measurements") or {}
+        candidates.append(TrajectoryRun(
+            run_id=record["run_id"], engine=record["engine"], precision=record["precision"], repeat=record["repeat"],
+            key=(record["precision"], record["path"], record["batch_per_device"], record["devices"]),
+            init_sha256=((result.get("work") or {}).get("init") or {}).get("sha256"),
+            losses=tuple(measurements.get("losses") or ()), block_losses=tuple(measurements.get("block_losses") or ()),
+        ))
     return numerical_parity(candidates)
 
 

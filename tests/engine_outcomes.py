@@ -24,3 +24,15 @@ def expect_failed(run_engine: Any, spec: dict[str, Any], kind: str) -> dict[str,
     assert result["status"] == "failed" and code == 1, log
     assert result["failure"]["kind"] == kind, result["failure"]
     return result
+
+
+def expect_block_means(spec: dict[str, Any], measured: dict[str, Any]) -> None:
+    """Each block loss is the mean of its block's per-step losses (runs of at most K steps record every step)."""
+    from bench_engine.harness import timing_blocks
+
+    sizes = [len(block.steps) for block in timing_blocks(spec, spec["parity"]["dataset"]["samples"], spec["parity"]["devices"])]
+    losses, ends = measured["losses"], [sum(sizes[: i + 1]) for i in range(len(sizes))]
+    assert len(losses) == ends[-1] and len(measured["block_losses"]) == len(sizes), measured
+    for index, (size, end) in enumerate(zip(sizes, ends, strict=True)):
+        mean = sum(losses[end - size : end]) / size
+        assert abs(measured["block_losses"][index] - mean) <= 1e-5 * max(1.0, abs(mean)), (index, measured)

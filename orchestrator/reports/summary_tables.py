@@ -60,9 +60,11 @@ def numerical_parity(summary: dict[str, Any]) -> Table | None:
     cells = parity_cells(summary)
     if not cells:
         return None
-    cols = [Column("precision"), Column("engines", joined(" vs ")), Column("steps"), Column("largest deviation", number(".2e")),
-            Column("at step"), Column("tolerance there", number(".1e")), Column("verdict", with_reason(" ({})"))]
-    return Table("numerical_parity", "numerical parity: first training losses per engine pair (shared initial weights)", cols, cells)
+    cols = [Column("precision"), Column("engines", joined(" vs ")), Column("compared"), Column("n"),
+            Column("largest deviation", number(".2e")), Column("at", blank), Column("tolerance there", number(".1e")),
+            Column("verdict", with_reason(" ({})"))]
+    title = "numerical parity: first-step and block-mean training losses per engine pair (shared initial weights)"
+    return Table("numerical_parity", title, cols, cells)
 
 
 def scaling(summary: dict[str, Any]) -> Table | None:

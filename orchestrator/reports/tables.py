@@ -195,18 +195,39 @@ def telemetry(data: ReportData) -> Table:
     return Table("telemetry", "GPU telemetry and energy", cols, cells, notes)
 
 
+def _parity_where(verdict: dict[str, Any]) -> tuple[int, str | None]:
+    """(positions compared, where the deviation is largest) of a verdict row of either kind."""
+    if verdict.get("kind", "steps") == "block_means":
+        at = verdict.get("at_block")
+        return verdict.get("blocks", 0), None if at is None else f"block {at}"
+    at = verdict.get("at_step")
+    return verdict.get("steps", 0), None if at is None else f"step {at}"
+
+
+PARITY_KINDS = {"steps": "first steps", "block_means": "block means"}
+
+
 def parity_cells(summary: dict[str, Any]) -> list[list[Any]]:
-    """One row per numerical-parity verdict: precision, engines, steps, largest deviation, at step, tolerance, (verdict, reason)."""
-    return [[v["precision"], v["engines"], v.get("steps", 0), v.get("max_rel_dev"), v.get("at_step") or None, v.get("tolerance") or None,
-             (v["verdict"], v.get("reason"))] for v in summary.get("numerical_parity") or []]
+    """One row per numerical-parity verdict: precision, engines, kind, compared, largest deviation, where, tolerance, (verdict, reason)."""
+    cells = []
+    for v in summary.get("numerical_parity") or []:
+        compared, where = _parity_where(v)
+        kind = v.get("kind", "steps")
+        cells.append([v["precision"], v["engines"], PARITY_KINDS.get(kind, kind), compared, v.get("max_rel_dev"), where,
+                      v.get("tolerance") or None, (v["verdict"], v.get("reason"))])
+    return cells
 
 
 def numerical_parity(data: ReportData) -> Table:
-    cols = [Column("precision"), Column("engines", joined(" vs ")), Column("steps"), Column("largest relative deviation", number(".2e")),
-            Column("at step"), Column("tolerance there", number(".1e")), Column("verdict", with_reason(": {}"))]
+    cols = [Column("precision"), Column("engines", joined(" vs ")), Column("compared"), Column("n"),
+            Column("largest relative deviation", number(".2e")), Column("at", blank), Column("tolerance there", number(".1e")),
+            Column("verdict", with_reason(": {}"))]
     cells = parity_cells(data.summary)
-    notes = ["The training losses of the first steps (up to 20) of each engine pair that started from the same shared weights, "
-             "step by step; tolerance grows with the step (orchestrator/trajectory.py). parity_warning: runs kept, flagged."]
+    notes = ["Engine pairs that started from the same shared weights. first steps: the training losses of the first steps "
+             "(up to 20), step by step, where both runs record every step; tolerance grows with the step. block means: the mean "
+             "training loss of every harness block (warmup block 0, then each timing window) over the whole run, OpenNN included; "
+             "constant tolerance per precision, provisional until measured on a GPU (orchestrator/trajectory.py). "
+             "parity_warning: runs kept, flagged."]
     if not cells:
         notes.append("No pair of training runs with recorded losses in the same cell.")
     return Table("numerical_parity", "Numerical parity", cols, cells, notes)

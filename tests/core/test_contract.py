@@ -88,10 +88,11 @@ def test_engine_result_round_trips(make_spec: Any) -> None:
     assert EngineResult.from_json(failed).to_json() == failed
 
 
-def _rank(windows: list[tuple[int, int, float]], setup: float, peak: int | None) -> EngineResult:
+def _rank(windows: list[tuple[int, int, float]], setup: float, peak: int | None,
+          block_losses: tuple[float, ...] = ()) -> EngineResult:
     measured = ResultMeasurements(setup_s=setup, warmup_s=setup * 2, warmup_steps=1, steady={}, windows=tuple(Window(*w) for w in windows),
                                   epochs=({"epoch": 1, "steps": 3, "samples": 48, "time_s": sum(w[2] for w in windows)},),
-                                  peak_memory_bytes=peak)
+                                  peak_memory_bytes=peak, block_losses=block_losses)
     return EngineResult(1, "r", "x", "ok", {"devices": []}, {"steps": 3, "samples": 48, "epochs": 1, "batch_global": 16, "world_size": 2},
                         measured, extra={"_worker": {"rank": 0}})
 
@@ -108,6 +109,15 @@ def test_merge_keeps_the_slowest_rank_and_every_rank_apart() -> None:
         EngineResult.merge([_rank([(1, 16, 1.0)], 1.0, 1), _rank([(1, 16, 1.0), (1, 16, 1.0)], 1.0, 1)], [0, 0], [0, 1])
     with pytest.raises(RuntimeError, match="disagree on a timing window"):
         EngineResult.merge([_rank([(1, 16, 1.0)], 1.0, 1), _rank([(1, 8, 1.0)], 1.0, 1)], [0, 0], [0, 1])
+
+
+def test_merge_averages_the_block_losses_of_the_ranks() -> None:
+    ranks = [_rank([(1, 16, 1.0), (2, 32, 2.0)], 1.0, 1, (2.0, 1.0, 0.5)), _rank([(1, 16, 1.0), (2, 32, 2.0)], 1.0, 1, (4.0, 3.0, 0.5))]
+    merged = EngineResult.merge(ranks, [0, 0], [0, 1]).measurements
+    assert merged is not None and merged.block_losses == (3.0, 2.0, 0.5)
+    assert merged.to_json()["block_losses"] == [3.0, 2.0, 0.5] and ResultMeasurements.from_json(merged.to_json()) == merged
+    with pytest.raises(RuntimeError, match="different numbers of block losses"):
+        EngineResult.merge([ranks[0], _rank([(1, 16, 1.0), (2, 32, 2.0)], 1.0, 1, (4.0,))], [0, 0], [0, 1])
 
 
 def test_thinning_keeps_evenly_spaced_windows() -> None:

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from bench_engine.api import StepBatch, Workload
+from bench_engine.blocklosses import BlockLosses
 from bench_engine.harness import Measurements, run_harness
 from bench_engine.main import execute
 from bench_engine.schedule import batches_of_epoch
@@ -52,6 +53,35 @@ def test_warmup_is_excluded_and_windows_do_not_cross_epochs():
 def test_warmup_longer_than_an_epoch_carries_over():
     measured = run_harness(CountingWorkload(), spec(warmup=6, window=1), 100, Measurements())
     assert measured.warmup_steps == 6 and len(measured.windows) == 2
+
+
+class LossWorkload(CountingWorkload):
+    """A step's loss is its batch start, kept by block in BlockLosses as JAX and TensorFlow do."""
+
+    def __init__(self):
+        super().__init__()
+        self.blocks, self.reads, self.closed_after_syncs = BlockLosses(), 0, []
+
+    def step(self, batch: StepBatch) -> None:
+        super().step(batch)
+        self.blocks.add(np.float32(batch.start))
+
+    def block_done(self) -> None:
+        self.closed_after_syncs.append(self.syncs)
+        self.blocks.close()
+
+    def block_losses(self) -> list[float]:
+        self.reads += 1
+        return self.blocks.means(np.atleast_1d)
+
+
+def test_every_block_reports_the_mean_loss_of_its_steps():
+    workload = LossWorkload()
+    measured = run_harness(workload, spec(), 100, Measurements())
+    # epoch 1: warmup [0, 32, 64], window [96]; epoch 2: [0, 32], [64, 96]
+    assert measured.block_losses == [32.0, 96.0, 16.0, 80.0] and workload.reads == 1
+    assert workload.closed_after_syncs == [2, 3, 4, 5] and workload.syncs == 5  # after each block's clock read, no sync of its own
+    assert run_harness(CountingWorkload(), spec(), 100, Measurements()).block_losses == []  # a workload without losses: none
 
 
 def test_latency_percentiles_from_single_step_windows():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import jsonschema
 import numpy as np
 import pytest
 
@@ -13,7 +14,15 @@ from orchestrator.initweights import canonical_sha256, generate, resnet50_tensor
 from orchestrator.models import trainable_parameters
 from orchestrator.stats import sample_summary
 from orchestrator.summary import summarize
-from orchestrator.trajectory import compare_losses, numerical_parity, tolerance
+from orchestrator.trajectory import (
+    BLOCK_MEAN_TOLERANCE,
+    TrajectoryRun,
+    compare_block_means,
+    compare_losses,
+    numerical_parity,
+    tolerance,
+)
+from tests.conftest import load_schema
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "images" / "common"))
 from bench_engine import initweights as engine_side
@@ -82,11 +91,13 @@ def test_trajectory_tolerance_grows_and_mismatched_losses_fail() -> None:
     assert not compare_losses(base, [*base[:4], base[4] * 1.25], "bf16")["ok"]
 
 
-def _run(engine: str, losses: list[float], sha: str | None = "a" * 64) -> tuple[dict, dict]:
+def _run(engine: str, losses: list[float], sha: str | None = "a" * 64, block_losses: list[float] | None = None) -> tuple[dict, dict]:
     record = {"run_id": f"{engine}-fp32-optimized-b32-d1-r1", "engine": engine, "precision": "fp32", "path": "optimized",
               "batch_per_device": 32, "devices": 1, "repeat": 1, "status": "ok", "throughput": 100.0}
-    result = {"work": {"init": {"mode": "shared" if sha else "framework", "sha256": sha}, "samples": 64},
-              "measurements": {"losses": losses, "setup_s": 1.0, "warmup_s": 1.0, "steady": {}}}
+    measurements = {"losses": losses, "setup_s": 1.0, "warmup_s": 1.0, "steady": {}}
+    if block_losses is not None:
+        measurements["block_losses"] = block_losses
+    result = {"work": {"init": {"mode": "shared" if sha else "framework", "sha256": sha}, "samples": 64}, "measurements": measurements}
     return record, result
 
 
@@ -94,6 +105,7 @@ def test_summary_flags_an_out_of_tolerance_pair_and_keeps_the_runs() -> None:
     losses = [2.3, 2.2, 2.1]
     summary = summarize("s", "id", True, [_run("a", losses), _run("b", [2.3, 2.5, 2.1]), _run("c", losses)])
     verdicts = {tuple(v["engines"]): v for v in summary["numerical_parity"]}
+    assert {v["kind"] for v in summary["numerical_parity"]} == {"steps"}  # no block losses: no block-mean rows
     assert verdicts[("a", "c")]["verdict"] == "ok" and verdicts[("a", "c")]["max_rel_dev"] == 0.0
     assert verdicts[("a", "b")]["verdict"] == "parity_warning" and verdicts[("a", "b")]["at_step"] == 2
     rows = {row["engine"]: row for row in summary["runs"]}
@@ -105,10 +117,44 @@ def test_summary_flags_an_out_of_tolerance_pair_and_keeps_the_runs() -> None:
 
 def test_different_or_framework_weights_give_no_verdict() -> None:
     verdicts = numerical_parity([
-        {"run_id": "x", "engine": "a", "precision": "fp32", "key": ("fp32",), "repeat": 1, "init": {"sha256": "a" * 64}, "losses": [1.0]},
-        {"run_id": "y", "engine": "b", "precision": "fp32", "key": ("fp32",), "repeat": 1, "init": {"sha256": "b" * 64}, "losses": [1.0]},
+        TrajectoryRun("x", "a", "fp32", ("fp32",), 1, "a" * 64, losses=(1.0,), block_losses=(1.0,)),
+        TrajectoryRun("y", "b", "fp32", ("fp32",), 1, "b" * 64, losses=(1.0,), block_losses=(1.0,)),
+        TrajectoryRun("z", "c", "fp32", ("fp32",), 1, None, block_losses=(1.0,)),
     ])
-    assert verdicts[0]["verdict"] == "n/a"
+    assert [(v.kind, v.verdict) for v in verdicts] == [("steps", "n/a"), *[("block_means", "n/a")] * 3]
+
+
+def test_block_mean_tolerance_is_constant_and_a_drifting_pair_fails() -> None:
+    assert BLOCK_MEAN_TOLERANCE == {"fp32": 2e-2, "tf32": 5e-2, "bf16": 1e-1, "fp16": 1e-1}
+    base = [2.40, 2.31, 2.20, 2.12, 2.05]
+    close = compare_block_means(base, [v * (1 + 1.5e-2) for v in base], "fp32")
+    assert close.ok and close.compared == 5 and close.tolerance == 2e-2
+    drift = compare_block_means(base, [*base[:3], base[3] * 1.03, base[4] * 1.05], "fp32")  # block 3 off by 3%
+    assert not drift.ok and drift.first_fail is not None and drift.first_fail[0] == 3 and drift.at == 4
+    assert compare_block_means(base, [*base[:3], base[3] * 1.03, base[4]], "bf16").ok  # bf16's looser bound
+    assert not compare_block_means(base, [float("nan"), *base[1:]], "bf16").ok
+
+
+def test_block_means_give_a_verdict_where_per_step_losses_are_missing() -> None:
+    """OpenNN at the seed protocol: multi-step blocks, so block means only; the other engines have both kinds."""
+    blocks = [2.40, 2.31, 2.20, 2.12]
+    runs = [_run("opennn", [], block_losses=[v * 1.004 for v in blocks]), _run("pytorch", [2.3, 2.2], block_losses=blocks),
+            _run("jax", [2.3, 2.2], block_losses=[*blocks[:2], blocks[2] * 1.1, blocks[3]])]
+    summary = summarize("s", "id", True, runs)
+    rows = {(v["kind"], *v["engines"]): v for v in summary["numerical_parity"]}
+    assert set(rows) == {("steps", "jax", "pytorch"), ("block_means", "jax", "opennn"), ("block_means", "jax", "pytorch"),
+                         ("block_means", "opennn", "pytorch")}
+    honest = rows[("block_means", "opennn", "pytorch")]
+    assert honest["verdict"] == "ok" and honest["blocks"] == 4 and honest["tolerance"] == 2e-2
+    assert honest["max_rel_dev"] == pytest.approx(0.004 / 1.004) and "at_step" not in honest
+    planted = rows[("block_means", "jax", "pytorch")]
+    assert planted["verdict"] == "parity_warning" and planted["at_block"] == 2 and "block 2" in planted["reason"]
+    assert rows[("steps", "jax", "pytorch")]["verdict"] == "ok"
+    item = load_schema("summary")["properties"]["numerical_parity"]["items"]
+    for row in summary["numerical_parity"]:
+        jsonschema.validate(row, item)
+    flagged = {row["engine"]: row.get("parity_warning") for row in summary["runs"]}
+    assert "(block_means)" in flagged["jax"] and "opennn vs pytorch" not in (flagged["opennn"] or "")
 
 
 def test_fewer_than_five_repeats_give_a_range_not_a_ci() -> None:

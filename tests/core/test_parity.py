@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 
-from orchestrator.parity import canonical_dtype, check_against_spec, cross_engine, expected_samples
+from orchestrator.parity import canonical_dtype, check_against_spec, cross_engine, expected_blocks, expected_samples
 
 
 def make_spec(samples=100, batch=32, steps=3, epochs=2, precision="fp32"):
@@ -19,6 +19,7 @@ def make_spec(samples=100, batch=32, steps=3, epochs=2, precision="fp32"):
             "optimizer": {"name": "sgd", "lr": 0.1, "momentum": 0.9, "weight_decay": 5e-5, "nesterov": False},
             "loss": "cross_entropy", "init": {"mode": "shared", "file": "init.safetensors", "sha256": "c" * 64, "format": "bench-init-v1"},
         },
+        "measurement": {"window_steps": 2, "timeout_s": 60, "max_step_samples": 1000},
         "expected": {"trainable_parameters": 23528522},
     }
 
@@ -42,7 +43,7 @@ def make_result(spec, **overrides):
         "init": {"mode": "shared", "sha256": "c" * 64},
     }
     work.update(overrides)
-    return {"work": work}
+    return {"work": work, "measurements": {"block_losses": [2.3 - 0.01 * i for i in range(expected_blocks(spec))]}}
 
 
 def test_partial_batches_count_their_real_size():
@@ -157,3 +158,26 @@ def test_loss_read_back_must_be_mean_cross_entropy():
         result = make_result(spec)
         result["work"]["loss"][key] = value
         assert [m["field"] for m in check_against_spec(spec, result, "cpu")] == [f"loss.{key}"]
+
+
+def test_every_block_of_a_training_run_has_its_finite_mean_loss():
+    spec = make_spec(samples=100, batch=32, steps=3, epochs=2)  # per epoch: warmup [1] + window [2]; then [2] [1]
+    assert expected_blocks(spec) == 4
+    assert check_against_spec(spec, make_result(spec), "cpu") == []
+    for block_losses, actual in (([2.3, 2.2, 2.1], "3 values"), (None, "missing"), ([], "0 values")):
+        result = make_result(spec)
+        if block_losses is None:
+            del result["measurements"]["block_losses"]
+        else:
+            result["measurements"]["block_losses"] = block_losses
+        [mismatch] = check_against_spec(spec, result, "cpu")
+        assert mismatch["field"] == "measurements.block_losses" and mismatch["actual"] == actual
+    result = make_result(spec)
+    result["measurements"]["block_losses"][2] = float("nan")
+    [mismatch] = check_against_spec(spec, result, "cpu")
+    assert mismatch["field"] == "measurements.block_losses" and "block 2" in mismatch["actual"]
+    inference = make_spec()
+    inference["parity"]["mode"] = "infer"
+    result = make_result(inference, mode="infer", optimizer=None, loss=None)
+    del result["measurements"]["block_losses"]
+    assert "measurements.block_losses" not in [m["field"] for m in check_against_spec(inference, result, "cpu")]

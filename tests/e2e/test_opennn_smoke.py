@@ -80,8 +80,12 @@ def test_seed_protocol_smoke_next_to_pytorch(opennn_cpu, tmp_path: Path, data_di
         record = json.loads(next(folder.glob(f"runs/{engine}-*/run.json")).read_text())
         assert record["status"] == "ok" and record["parity"]["ok"], record.get("parity")
     # same shared weights, same batches, same Adam: every recorded loss within the fp32 tolerance (measured 3.4e-4)
-    [verdict] = summary["numerical_parity"]
+    verdicts = {v["kind"]: v for v in summary["numerical_parity"]}
+    assert set(verdicts) == {"steps", "block_means"}, verdicts
+    verdict = verdicts["steps"]
     assert verdict["engines"] == ["opennn", "pytorch"] and verdict["verdict"] == "ok" and verdict["steps"] >= 3, verdict
+    blocks = verdicts["block_means"]  # every block of the run, the driver's block loss against PyTorch's
+    assert blocks["engines"] == ["opennn", "pytorch"] and blocks["verdict"] == "ok" and blocks["blocks"] >= 3, blocks
     report = bench("results", "report", str(folder), "--out", str(tmp_path / "report"))
     assert report.returncode == 0, report.stderr
     text = (tmp_path / "report" / "report.md").read_text()

@@ -54,8 +54,11 @@ def test_engines_did_the_same_work(artifact):
             assert len(set(values.values())) == 1, (precision, field, values)
         assert works["pytorch"]["trainable_parameters"] == 23528522
     # same shared weights, same batches, same updates: the fp32 losses of every step agree within the fp32 tolerance
-    fp32 = [v for v in summary["numerical_parity"] if v["precision"] == "fp32"]
+    fp32 = [v for v in summary["numerical_parity"] if v["precision"] == "fp32" and v["kind"] == "steps"]
     assert len(fp32) == 3 and all(v["verdict"] == "ok" and v["steps"] >= 5 for v in fp32), fp32
+    # and the mean loss of every harness block, over the whole run
+    blocks = [v for v in summary["numerical_parity"] if v["precision"] == "fp32" and v["kind"] == "block_means"]
+    assert len(blocks) == 3 and all(v["verdict"] == "ok" and v["blocks"] >= 1 for v in blocks), blocks
     ratios = {(r["precision"], r["engine"], r["baseline_engine"]) for r in summary["ratios"]}
     # one ratio per engine against the reference engine (the scenario's first: pytorch), never both directions
     assert ("bf16", "jax", "pytorch") in ratios and ("fp32", "tensorflow", "pytorch") in ratios

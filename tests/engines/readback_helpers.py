@@ -62,4 +62,5 @@ def prepared_mismatches(engine: Any, spec: dict[str, Any]) -> list[str]:
     counted = Measurements(steps_done=parity["total_steps"], samples_done=expected_samples(spec), epochs_done=parity["epochs"],
                            batch_max=parity["batch"]["global"])
     result = {"work": _work(spec, workload, data.sha256, data.samples, counted)}
-    return [m["field"] for m in check_against_spec(spec, result, "cpu")]
+    # no step ran, so there are no block losses to check: only the read-back work fields count here
+    return [m["field"] for m in check_against_spec(spec, result, "cpu") if m["field"] != "measurements.block_losses"]

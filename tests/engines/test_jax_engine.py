@@ -23,6 +23,7 @@ for _path in (REPO / "images" / "common", REPO / "images" / "jax"):
         sys.path.insert(0, str(_path))
 
 from orchestrator.models import trainable_parameters  # noqa: E402
+from tests.engine_outcomes import expect_block_means  # noqa: E402
 
 jax = pytest.importorskip("jax")
 pytest.importorskip("flax")
@@ -479,6 +480,7 @@ def test_several_steps_per_dispatch_run(run: Any) -> None:
     assert (work["steps"], work["samples"]) == (6, 48)
     assert [w[:2] for w in measured["windows"]] == [[2, 16], [2, 16], [1, 8]]  # epoch 1 after warmup: 2; epoch 2: 2 + 1
     assert math.isfinite(measured["final_loss"])
+    expect_block_means(spec, measured)  # a lax.scan call's loss vector counts each of its steps
 
 
 def test_steps_per_dispatch_auto_fits_on_a_gpu_only() -> None:

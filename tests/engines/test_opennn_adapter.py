@@ -49,6 +49,7 @@ def test_result_merges_the_driver_events(make_spec, tmp_path):
     assert measured["warmup_steps"] == 2
     assert [w[0] for w in measured["windows"]] == [1, 2, 1]
     assert measured["steady"]["samples"] == 4 * 32
+    assert measured["block_losses"] == pytest.approx([2.3, 2.29, 2.28, 2.27])  # one per block: warmup, [1], [2], [1]
     assert measured["setup_s"] > 0
     assert "parameter_buffer" in work["optimizations"] and "6 alignment padding" in work["optimizations"]["parameter_buffer"]["detail"]
     plan = (tmp_path / "run" / "opennn" / "plan.txt").read_text()
@@ -166,3 +167,43 @@ def test_shared_init_round_trips_through_opennn_layouts():
         fill(layout, {k: v for k, v in tensors.items() if k != "bn1.bias"}, params, states)
     with pytest.raises(ValueError, match="no place"):
         fill(layout, {**tensors, "layer9.0.conv1.weight": tensors["fc.bias"]}, params, states)
+
+
+def _recorded_events(path: Path, spec: dict, losses: list[str]) -> None:
+    """An events file as the driver writes it (images/opennn/driver/main.cpp), one line per harness block."""
+    from bench_engine.harness import timing_blocks
+
+    lines = ["applied trainable_parameters 23528522"]
+    blocks = list(timing_blocks(spec, spec["parity"]["dataset"]["samples"]))
+    assert len(blocks) == len(losses)
+    for block, loss in zip(blocks, losses, strict=True):
+        samples = sum(step.size for step in block.steps)
+        lines.append(f"block {block.epoch} {int(block.warmup)} {len(block.steps)} {samples} 0.125 {loss}")
+    lines.append(f"done {losses[-1]}")
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_block_losses_come_from_the_recorded_driver_events(make_spec, tmp_path):
+    """The seed protocol's shape (warmup block, then multi-step windows): OpenNN has block means but no per-step losses."""
+    sys.path.insert(0, str(REPO / "images" / "opennn"))
+    from bench_opennn.adapter import _contract_fields, block_losses
+    from bench_opennn.events import parse_events
+
+    from orchestrator.parity import check_block_losses
+
+    spec = make_spec("opennn", batch=16, steps_per_epoch=6, epochs=2, warmup=2)
+    spec["measurement"]["window_steps"] = 3  # epoch 1: warmup [2], [3], [1]; epoch 2: [3], [3]
+    events_file = tmp_path / "events.txt"
+    _recorded_events(events_file, spec, ["2.302585", "2.2871", "2.2790", "2.2613", "2.2500"])
+    events = parse_events(events_file)
+    measurements: dict = {"block_losses": block_losses(events)}
+    assert measurements["block_losses"] == [2.302585, 2.2871, 2.2790, 2.2613, 2.25]
+    assert check_block_losses(spec, measurements) == []
+    _contract_fields(spec, events, {}, measurements, "a" * 64)
+    assert measurements["losses"] == []  # blocks of several steps: no per-step record, only block means
+    _recorded_events(events_file, spec, ["2.302585", "2.2871", "nan", "2.2613", "2.2500"])  # a diverged block
+    [mismatch] = check_block_losses(spec, {"block_losses": block_losses(parse_events(events_file))})
+    assert mismatch["field"] == "measurements.block_losses" and "block 2" in mismatch["actual"]
+    events_file.write_text(events_file.read_text().split("block 1 0 1")[0])  # cut off after two blocks
+    [mismatch] = check_block_losses(spec, {"block_losses": block_losses(parse_events(events_file))})
+    assert mismatch["actual"] == "2 values"

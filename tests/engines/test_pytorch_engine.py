@@ -14,7 +14,7 @@ for _path in (REPO / "images" / "common", REPO / "images" / "pytorch"):
         sys.path.insert(0, str(_path))
 
 from orchestrator.models import trainable_parameters  # noqa: E402
-from tests.engine_outcomes import expect_failed, expect_ok  # noqa: E402
+from tests.engine_outcomes import expect_block_means, expect_failed, expect_ok  # noqa: E402
 
 EXPECTED_10 = trainable_parameters("resnet50_v1.5", 10)
 
@@ -101,6 +101,7 @@ def test_partial_batch_counts_every_sample(make_spec: Any, run_engine: Any) -> N
     assert work["batch_per_device"] == 40  # the largest batch the loop ran (the 16-sample partial step counted above)
     assert work["optimizations"]["channels_last"]["applied"] is True
     assert measured["steady"]["samples"] == 192 - 40
+    expect_block_means(spec, measured)  # the partial batch's step added its loss too
 
 
 def test_infer_reports_latency(make_spec: Any, run_engine: Any) -> None:

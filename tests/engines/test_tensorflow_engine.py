@@ -23,7 +23,7 @@ for _path in (REPO / "images" / "common", REPO / "images" / "tensorflow"):
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from orchestrator.models import trainable_parameters  # noqa: E402
-from tests.engine_outcomes import expect_failed, expect_ok  # noqa: E402
+from tests.engine_outcomes import expect_block_means, expect_failed, expect_ok  # noqa: E402
 
 ARCH = "resnet50_v1.5"
 EXPECTED_10 = trainable_parameters(ARCH, 10)
@@ -457,6 +457,7 @@ def test_two_steps_per_dispatch(make_spec: Any, run_engine: Any) -> None:
     assert [w[:2] for w in measured["windows"]] == [[2, 8]]
     assert optimizations["steps_per_dispatch"]["applied"] is True and optimizations["xla"]["applied"] is True
     assert optimizations["steps_per_dispatch"]["detail"].startswith("2 full SGD steps per XLA call")
+    expect_block_means(spec, measured)  # warmup [1] (one-step call), then [2] from one looping call
 
 
 def test_bf16_optimized(make_spec: Any, run_engine: Any) -> None:

@@ -30,8 +30,8 @@ class UnsupportedError(RuntimeError):
 class Workload(ABC):
     """A model, its optimizer and its data, ready to run steps.
 
-    The harness calls :meth:`step` for every step in order and :meth:`sync` whenever it
-    reads the clock; steps may be asynchronous in between.
+    The harness calls :meth:`step` for every step in order, :meth:`sync` whenever it reads the
+    clock and :meth:`block_done` after each block's clock read; steps may be asynchronous in between.
     """
 
     trainable_parameters: int
@@ -59,6 +59,16 @@ class Workload(ABC):
 
     def losses(self) -> list[float]:
         """The training loss of each of the first LOSS_STEPS steps, in order (read after the last step)."""
+        return []
+
+    def block_done(self) -> None:
+        """The harness read the clock after a block (bench_engine.harness.timing_blocks): the steps since the
+        previous call form one block. Outside the timed window; must not synchronise or read the device."""
+        return None
+
+    def block_losses(self) -> list[float]:
+        """The mean training loss over the steps of each block, in block order (read after the last step;
+        ``[]`` for inference). Kept on the device during the run (docs/engine-contract.md, section 4)."""
         return []
 
     def peak_memory_bytes(self) -> int | None:

@@ -222,6 +222,7 @@ class ResultMeasurements:
     final_loss: float | None = None
     loss_first: float | None = None
     losses: tuple[float, ...] = ()
+    block_losses: tuple[float, ...] = ()  # the mean training loss of each harness block, in order
     workers: tuple[Mapping[str, Any], ...] | None = None
 
     @classmethod
@@ -231,6 +232,7 @@ class ResultMeasurements:
             epochs=tuple(dict(e) for e in doc.get("epochs") or ()), windows=tuple(Window(*w) for w in doc.get("windows") or ()),
             latency_ms=doc.get("latency_ms"), peak_memory_bytes=doc.get("peak_memory_bytes"), final_loss=doc.get("final_loss"),
             loss_first=doc.get("loss_first"), losses=tuple(doc.get("losses") or ()),
+            block_losses=tuple(doc.get("block_losses") or ()),
             workers=tuple(dict(w) for w in doc["workers"]) if doc.get("workers") is not None else None,
         )
 
@@ -241,6 +243,8 @@ class ResultMeasurements:
             "peak_memory_bytes": self.peak_memory_bytes, "final_loss": self.final_loss, "loss_first": self.loss_first,
             "losses": list(self.losses),
         }
+        if self.block_losses:
+            doc["block_losses"] = list(self.block_losses)
         if self.latency_ms is not None:
             doc["latency_ms"] = dict(self.latency_ms)
         if self.workers is not None:
@@ -253,6 +257,8 @@ class ResultMeasurements:
 
         ``offsets``: seconds from the launcher's start to each worker's start (added to its setup).
         The workers must have timed the same windows (steps and samples); each is reported in ``workers``.
+        ``block_losses``: per block, the mean over the workers (each rank's mean loss of its equal share,
+        or already the global one: the mean leaves equal values as they are).
         """
         if len({len(m.windows) for m in ranks}) != 1:
             raise RuntimeError(f"workers timed different numbers of windows: {sorted({len(m.windows) for m in ranks})}")
@@ -262,6 +268,9 @@ class ResultMeasurements:
                 raise RuntimeError(f"workers disagree on a timing window: {[w.to_json() for w in parts]}")
             windows.append(Window(parts[0].steps, parts[0].samples, max(w.seconds for w in parts)))
         epochs = tuple({**parts[0], "time_s": max(e["time_s"] for e in parts)} for parts in zip(*(m.epochs for m in ranks), strict=True))
+        if len({len(m.block_losses) for m in ranks}) != 1:
+            raise RuntimeError(f"workers reported different numbers of block losses: {sorted({len(m.block_losses) for m in ranks})}")
+        block_losses = tuple(sum(parts) / len(parts) for parts in zip(*(m.block_losses for m in ranks), strict=True))
         peaks = [m.peak_memory_bytes for m in ranks if m.peak_memory_bytes is not None]
         workers = tuple({"rank": rank, "setup_s": m.setup_s + offset, "warmup_s": m.warmup_s, "steady_time_s": steady_of(m.windows)["time_s"],
                          "peak_memory_bytes": m.peak_memory_bytes} for rank, m, offset in zip(rank_ids, ranks, offsets, strict=True))
@@ -270,6 +279,7 @@ class ResultMeasurements:
             setup_s=max(m.setup_s + offset for m, offset in zip(ranks, offsets, strict=True)),
             warmup_s=max(m.warmup_s for m in ranks), epochs=epochs, windows=tuple(windows), steady=steady_of(windows),
             latency_ms=latency_of(windows), peak_memory_bytes=max(peaks) if peaks else None, workers=workers,
+            block_losses=block_losses,
         )
 
 

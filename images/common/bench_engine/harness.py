@@ -5,7 +5,9 @@ Steps are taken in dataset order. Epoch ``e`` has ``steps_per_epoch`` steps; wit
 its real number of samples. The first ``warmup_steps`` steps of the run (compilation, graph
 capture, autotuning) are timed as one block and excluded from the steady state. The steady
 state is timed in windows of ``window_steps`` steps, each ended by a device sync; windows never
-cross an epoch boundary.
+cross an epoch boundary. After each block's clock read the workload hears ``block_done()``; the
+mean training loss of every block (``block_losses()``) and the first per-step losses are read
+once, after the last step, so no read of the device enters a timed window.
 
 Data parallel (``workload.world_size`` N > 1): every step is a global batch of
 ``per_device x N`` samples and counts all of them; the workload runs each device's share
@@ -75,6 +77,7 @@ class Measurements:
     final_loss: float | None = None
     batch_max: int = 0  # the largest (global) batch the loop issued
     losses: list[float] = field(default_factory=list)  # the first LOSS_STEPS training losses
+    block_losses: list[float] = field(default_factory=list)  # the mean training loss of each block, in order
 
     def steady(self) -> dict[str, Any]:
         return steady_of(self.windows)
@@ -107,6 +110,7 @@ def run_harness(workload: Workload, spec: dict[str, Any], samples: int, measured
             beat.step()
         workload.sync()
         elapsed = clock() - t0
+        workload.block_done()  # after the clock read: bookkeeping only, nothing waits for the device
         epoch_time += elapsed
         _count(measured, block.steps)
         if block.warmup:
@@ -124,6 +128,7 @@ def run_harness(workload: Workload, spec: dict[str, Any], samples: int, measured
             epoch_time = 0.0
     measured.final_loss = workload.loss()
     measured.losses = [float(v) for v in workload.losses()]
+    measured.block_losses = [float(v) for v in workload.block_losses()]
     if measured.loss_first is None:
         measured.loss_first = measured.final_loss
     return measured

@@ -85,6 +85,8 @@ def _measurements(setup_s: float, workload: Any, measured: Measurements) -> dict
         "loss_first": measured.loss_first,
         "losses": measured.losses,
     }
+    if measured.block_losses:
+        out["block_losses"] = measured.block_losses
     latency = measured.latency_ms()
     if latency:
         out["latency_ms"] = latency

@@ -18,6 +18,7 @@ import jax
 import numpy as np
 
 from bench_engine.api import LOSS_STEPS, StepBatch, Workload
+from bench_engine.blocklosses import BlockLosses
 from bench_engine.dispatch import StepQueue, planned_dispatches
 from bench_jax.step import StepConfig, build_step, replicated, sharded
 
@@ -41,6 +42,7 @@ class JaxWorkload(Workload):
     _queue: StepQueue | None = None
     _last: Any = None  # latest loss (train) or logits (infer); a vector of losses after a several-step call
     _history: list[Any] = field(default_factory=list)  # the first LOSS_STEPS losses, on the device
+    _blocks: BlockLosses = field(default_factory=BlockLosses)  # every loss output, by harness block, on the device
 
     def precompile(self, calls: set[tuple[int, int]]) -> None:
         """Compile every (per-device batch, steps per call) the run will dispatch, before timing starts.
@@ -106,13 +108,22 @@ class JaxWorkload(Workload):
             self._remember(1)
 
     def _remember(self, steps: int) -> None:
-        """Keep the loss output(s) of the first LOSS_STEPS steps (device arrays: no synchronisation)."""
+        """Keep the loss output(s): every one for its block's mean, the first LOSS_STEPS steps' for the
+        per-step record (device arrays: no synchronisation)."""
+        self._blocks.add(self._last)
         if sum(int(np.size(h)) for h in self._history) < LOSS_STEPS:
             self._history.append(self._last)
 
     def losses(self) -> list[float]:
-        values = [float(v) for h in self._history for v in np.atleast_1d(np.asarray(h))]
+        values = [float(v) for h in self._history for v in _per_step(h)]
         return values[:LOSS_STEPS]
+
+    def block_done(self) -> None:
+        if self.mode == "train":
+            self._blocks.close()
+
+    def block_losses(self) -> list[float]:
+        return self._blocks.means(_per_step) if self.mode == "train" else []
 
     def _dispatch_several(self, batches: list[StepBatch]) -> None:
         """``steps_per_dispatch`` full batches in one call of the multi-step function."""
@@ -147,6 +158,11 @@ class JaxWorkload(Workload):
             if peak is not None:
                 peaks.append(int(peak))
         return max(peaks) if peaks else None
+
+
+def _per_step(output: Any) -> np.ndarray:
+    """A call's loss output as one loss per step (a scalar from one step, a vector from a ``lax.scan``)."""
+    return np.atleast_1d(np.asarray(output, dtype=np.float64))
 
 
 def planned_calls(spec: dict[str, Any], samples: int, world: int, group: int) -> set[tuple[int, int]]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import os
 import platform
 import signal
@@ -245,6 +246,18 @@ def _contract_fields(spec: dict[str, Any], events: DriverEvents, work: dict[str,
     measurements["losses"] = first if len(first) == min(20, total) else []
 
 
+def block_losses(events: DriverEvents) -> list[float]:
+    """The mean training loss of each block the driver ran, in order (NaN where the driver wrote a non-finite one).
+
+    The driver's block loss is ``Loss::EvaluationResult::error`` of ``Optimizer::train_epoch`` over the
+    block's batches: each step's error summed and divided by the number of steps (``average_epoch_metrics``)
+    on the host loop, the device loop and the CUDA-graph epoch alike; the L2 term is not in it, as in the
+    other engines' losses. So it is the block mean the contract asks for, over the harness's blocks
+    (bench_opennn.plan writes bench_engine.harness.timing_blocks).
+    """
+    return [math.nan if block["loss"] is None else float(block["loss"]) for block in events.blocks]
+
+
 def assemble(result: dict[str, Any], spec: dict[str, Any], events: DriverEvents, cuda: bool, switches: Switches | None,
              dataset: tuple[str, int] | None, stopped_at: float, init_sha: str | None = None) -> None:
     """Merge the driver's events into ``result`` (work and measurements, as far as they got)."""
@@ -280,6 +293,8 @@ def assemble(result: dict[str, Any], spec: dict[str, Any], events: DriverEvents,
         "final_loss": events.final_loss if events.done else (losses[-1] if losses else None),
         "loss_first": losses[0] if losses else None,
     }
+    if parity["mode"] == "train":
+        result["measurements"]["block_losses"] = block_losses(events)
     cap_windows(result["measurements"], spec["measurement"]["max_step_samples"])
     if "init" in parity or CONTRACT_READBACK:
         _contract_fields(spec, events, result["work"], result["measurements"], init_sha)

@@ -34,10 +34,12 @@ class TrainParts:
     optimizer: torch.optim.Optimizer
     precision: Precision
     scaler: torch.amp.GradScaler | None = None
+    # a static fp32 scalar on the device: every step adds its loss (inside a captured graph too)
+    loss_sum: torch.Tensor | None = None
 
 
 def build_train_step(parts: TrainParts, forward: Callable[[torch.Tensor], torch.Tensor] | None = None) -> StepFn:
-    """One SGD step on a batch; returns the (unscaled, detached) loss tensor.
+    """One SGD step on a batch; returns the (unscaled, detached) loss tensor and adds it to ``parts.loss_sum``.
 
     ``forward`` overrides ``parts.forward`` (the eager model for odd-shaped batches). With
     ``set_to_none`` the gradients are reallocated by backward (the form captured in a CUDA
@@ -45,6 +47,7 @@ def build_train_step(parts: TrainParts, forward: Callable[[torch.Tensor], torch.
     """
     run_forward = forward or parts.forward
     optimizer, scaler, loss_fn, precision = parts.optimizer, parts.scaler, parts.loss_fn, parts.precision
+    loss_sum = parts.loss_sum
 
     def train_step(images: torch.Tensor, labels: torch.Tensor, set_to_none: bool = True) -> torch.Tensor:
         optimizer.zero_grad(set_to_none=set_to_none)
@@ -57,6 +60,8 @@ def build_train_step(parts: TrainParts, forward: Callable[[torch.Tensor], torch.
         else:
             loss.backward()
             optimizer.step()
+        if loss_sum is not None:  # on the device, in the step: a CUDA graph replays the addition
+            loss_sum.add_(loss.detach().float())
         return loss.detach()
 
     return train_step

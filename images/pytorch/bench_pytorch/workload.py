@@ -35,17 +35,40 @@ class TorchWorkload(Workload):
     """
 
     def __init__(self, runner: Runner, device: torch.device, training: bool, shards: ShardPlan | None = None,
-                 dist: DistContext | None = None, **fields: Any) -> None:
+                 dist: DistContext | None = None, loss_sum: torch.Tensor | None = None, **fields: Any) -> None:
         super().__init__(**fields)
         self.runner, self.device, self.training = runner, device, training
         self.shards, self.dist = shards, dist
         self._last: torch.Tensor | None = None
         self._history: list[torch.Tensor] = []  # the first LOSS_STEPS losses, still on the device
+        self.loss_sum = loss_sum  # the step adds every loss here (TrainParts.loss_sum)
+        self._block_sums: list[torch.Tensor] = []  # each block's loss sum, still on the device
+        self._block_steps: list[int] = []
+        self._steps_in_block = 0
 
     def step(self, batch: StepBatch) -> None:
         self._last = self.runner(self.shards.local(batch) if self.shards is not None else batch)
+        self._steps_in_block += 1
         if self.training and len(self._history) < LOSS_STEPS:
             self._history.append(self._last.detach().float().clone())  # a graph's output buffer is overwritten
+
+    def block_done(self) -> None:
+        """Move the block's loss sum aside and zero the accumulator: two queued device ops, no wait."""
+        if self.training and self.loss_sum is not None:
+            self._block_sums.append(self.loss_sum.clone())
+            self.loss_sum.zero_()
+            self._block_steps.append(self._steps_in_block)
+        self._steps_in_block = 0
+
+    def block_losses(self) -> list[float]:
+        if not self._block_sums:
+            return []
+        sums = torch.stack(self._block_sums)
+        if self.dist is not None:  # each rank's sum of its shard losses: the mean over ranks is the global one
+            from bench_pytorch.distributed import mean_over_ranks
+
+            sums = mean_over_ranks(sums)
+        return [float(total) / steps if steps else float("nan") for total, steps in zip(sums.cpu(), self._block_steps, strict=True)]
 
     def losses(self) -> list[float]:
         if not self._history:
@@ -121,12 +144,13 @@ def build_workload(spec: dict[str, Any], data: Dataset, device: torch.device) ->
 
     loss_fn = nn.CrossEntropyLoss()
     optimizer = None
+    loss_sum = torch.zeros((), dtype=torch.float32, device=device) if training else None
     if training:
         model.train()
         optimizer = make_optimizer(model.parameters(), OptimizerSettings.from_spec(parity["optimizer"]),
                                    fused=plan.fused_optimizer, capturable=plan.capturable_optimizer)
         parts = TrainParts(model=net, forward=forward, loss_fn=loss_fn, optimizer=optimizer,
-                           precision=precision, scaler=precision.make_scaler())
+                           precision=precision, scaler=precision.make_scaler(), loss_sum=loss_sum)
         step, odd_step = build_train_step(parts), build_train_step(parts, forward=net)
     else:
         model.eval()
@@ -157,7 +181,7 @@ def build_workload(spec: dict[str, Any], data: Dataset, device: torch.device) ->
     report = precision.report()
     report["param_dtype"] = ",".join(param_dtypes(model))
     workload = TorchWorkload(
-        runner, device, training, shards=shards, dist=dist,
+        runner, device, training, shards=shards, dist=dist, loss_sum=loss_sum,
         trainable_parameters=params,
         precision=report,
         data_placement=source.placement_in_effect(),

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from bench_engine.api import LOSS_STEPS, StepBatch, Workload
+from bench_engine.blocklosses import BlockLosses
 from bench_engine.dispatch import StepQueue
 
 
@@ -51,19 +52,32 @@ class TensorFlowWorkload(Workload):
     _queue: StepQueue | None = None
     _history: list[Any] = field(default_factory=list)  # the first LOSS_STEPS losses (tensors, read after the run)
     _recorded: int = 0
+    _blocks: BlockLosses = field(default_factory=BlockLosses)  # every loss output, by harness block (tensors)
 
     def _remember(self, steps: int) -> None:
-        if self.train and self._recorded < LOSS_STEPS:
+        if not self.train:
+            return
+        self._blocks.add(self.last)
+        if self._recorded < LOSS_STEPS:
             self._history.append(self.last)
             self._recorded += steps
 
+    def _per_step(self, item: Any) -> np.ndarray:
+        """One call's loss output as one global-batch loss per step (replicas averaged)."""
+        if self.strategy is not None:
+            item = self.strategy.reduce(self.tf.distribute.ReduceOp.MEAN, item, axis=None)
+        return np.atleast_1d(np.asarray(item.numpy(), dtype=np.float64))
+
     def losses(self) -> list[float]:
-        values: list[float] = []
-        for item in self._history:
-            if self.strategy is not None:
-                item = self.strategy.reduce(self.tf.distribute.ReduceOp.MEAN, item, axis=None)
-            values += [float(v) for v in np.atleast_1d(item.numpy())]
+        values = [float(v) for item in self._history for v in self._per_step(item)]
         return values[:LOSS_STEPS]
+
+    def block_done(self) -> None:
+        if self.train:
+            self._blocks.close()
+
+    def block_losses(self) -> list[float]:
+        return self._blocks.means(self._per_step) if self.train else []
 
     def precompile(self, dispatches: Iterable[tuple[int, tuple[int, ...]]], state: list[Any]) -> None:
         """Before timing: compile every (batch size, steps per call) the run will dispatch; the state is left as it was.
@@ -91,6 +105,7 @@ class TensorFlowWorkload(Workload):
         self.sync()
         self.last = None
         self._history, self._recorded = [], 0  # the compile calls are not steps of the run
+        self._blocks.reset()
 
     def _group(self, starts: tuple[int, ...]) -> Any:
         made = self.groups.get(starts)

@@ -31,6 +31,7 @@ class FakeDPWorkload(Workload):
         self.local = shard_dataset(data, shards, rank)
         self.seen = 0
         self.steps = 0
+        self.blocks = 0
 
     def wait_for_every_rank(self) -> None:
         """A file barrier: this rank arrives at its step, then waits for every rank to arrive."""
@@ -56,6 +57,13 @@ class FakeDPWorkload(Workload):
 
     def loss(self) -> float | None:
         return float(self.rank)
+
+    def block_done(self) -> None:
+        self.blocks += 1
+
+    def block_losses(self) -> list[float]:
+        """Each rank's own block mean (its rank): the launcher's merge reports the mean over ranks."""
+        return [float(self.rank)] * self.blocks if self.readback.get("mode") == "train" else []
 
 
 class FakeDPEngine(Engine):
