@@ -114,4 +114,9 @@ TIMES = number(".2f", "x")  # ratios and speedups
 PERCENT = number(".1f", "%", 100)  # a fraction as a percentage
 PVALUE = number(".3g", missing="n/a")
 APPARENT = apparent()  # invalid runs' counted samples/s
+
+
+def rate_or_apparent(value: Any) -> str:
+    """A valid run's samples/s, or an invalid run's :class:`Apparent` figure, in one column (the terminal)."""
+    return APPARENT(value) if isinstance(value, Apparent) else RATE(value)
 RELATIVE = number(".4g")  # relative weight change

@@ -8,17 +8,30 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrator.reports.formats import PERCENT, RATE, SECONDS, TIMES, Span, blank, joined, number, span, with_reason
+from orchestrator.reports.formats import (
+    PERCENT,
+    RATE,
+    SECONDS,
+    TIMES,
+    Apparent,
+    Span,
+    blank,
+    joined,
+    number,
+    rate_or_apparent,
+    span,
+    with_reason,
+)
 from orchestrator.reports.tables import Column, Table, columns, parity_cells, ratio_cells, scaling_cells
 
 
 def runs(summary: dict[str, Any]) -> Table:
     title = f"{summary['scenario']} {summary['artifact_id']}" + (" [smoke]" if summary.get("smoke") else "")
     cols = [*columns("run", "engine", "precision"), Column("path", blank), Column("batch", blank), Column("dev", blank),
-            Column("status", status=True), Column("samples/s", RATE), Column("setup s", SECONDS), Column("warmup s", SECONDS),
+            Column("status", status=True), Column("samples/s", rate_or_apparent), Column("setup s", SECONDS), Column("warmup s", SECONDS),
             Column("parity / reason")]
     cells = [[row["run_id"], row["engine"], row["precision"], row.get("path"), row.get("batch_per_device"), row.get("devices"), row["status"],
-              row.get("throughput"), row.get("setup_s"), row.get("warmup_s"),
+              row.get("throughput") or Apparent.of(row.get("apparent_throughput"), row.get("work_shortfall")), row.get("setup_s"), row.get("warmup_s"),
               "ok" if row["status"] == "ok" else (row.get("reason") or "")[:160]] for row in summary["runs"]]
     return Table("runs", title, cols, cells)
 

@@ -94,3 +94,11 @@ def test_claims_without_an_as_published_artifact_say_how_to_get_one() -> None:
     assert table is not None and table.rows[0][4] == "-" and table.rows[0][6] == "-"
     assert any("--as-published" in note for note in table.notes)
     assert claims(ReportData("fair", {**fair, "artifact_id": "F"}, {}, [], [], {})) is None
+
+
+def test_the_terminal_shows_an_invalid_runs_apparent_figure_in_its_samples_column() -> None:
+    from orchestrator.reports import summary_tables
+
+    summary = _summary("invalid", [75000.0], [40000.0])
+    rows = summary_tables.runs(summary).rows
+    assert rows[0][7] == "apparent 75,000, invalid: 381 of 780 updates" and rows[1][7] == "40,000.0"

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench_engine.data import Dataset
+from bench_engine.weights import WeightChange
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,11 @@ class Workload(ABC):
         """The mean training loss over the steps of each block, in block order (read after the last step;
         ``[]`` for inference). Kept on the device during the run (docs/engine-contract.md, section 4)."""
         return []
+
+    def weight_change(self) -> WeightChange | None:
+        """How far training moved the trainable parameters from those read back after loading (read after the
+        last step, before :meth:`close`; None where the engine does not keep the initial values)."""
+        return None
 
     def peak_memory_bytes(self) -> int | None:
         """Peak device memory used, where the framework reports it."""

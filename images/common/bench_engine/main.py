@@ -30,6 +30,7 @@ from bench_engine.launch import WORKER_KEY, WorkerInfo, inject_fault, launch, wo
 from bench_engine.lifeline import tie_to_parent
 from bench_engine.result import base_result, cap_windows, log, write_json_atomic
 from bench_engine.watch import SelfWatch, enable_stack_dumps
+from bench_engine.weights import WeightChange
 
 _START = time.perf_counter()
 _START_WALL = time.time()
@@ -93,6 +94,15 @@ def _measurements(setup_s: float, workload: Any, measured: Measurements) -> dict
     return out
 
 
+def _weight_change(workload: Any) -> WeightChange | None:
+    """The workload's weight change, or None when it cannot say (never a reason to fail a finished run)."""
+    try:
+        return workload.weight_change()
+    except Exception as exc:
+        log(f"weight change not measured: {type(exc).__name__}: {exc}")
+        return None
+
+
 def execute(engine: Engine, spec: dict[str, Any], worker: WorkerInfo | None = None) -> tuple[dict[str, Any], int]:
     """Run ``spec`` on ``engine`` (as launched ``worker``, if any); return the result document and the exit code."""
     result = base_result(engine, spec)
@@ -102,6 +112,7 @@ def execute(engine: Engine, spec: dict[str, Any], worker: WorkerInfo | None = No
     dataset_samples = 0
     setup_s = 0.0
     code = 0
+    moved = None
     try:
         env = engine.environment(spec)
         result["environment"].update(env)
@@ -115,6 +126,7 @@ def execute(engine: Engine, spec: dict[str, Any], worker: WorkerInfo | None = No
         log(f"setup done in {setup_s:.2f}s; {spec['parity']['total_steps']} steps to run")
         run_harness(workload, spec, dataset_samples, measured)
         progress.phase("done")
+        moved = _weight_change(workload)
         workload.close()
         steady = measured.steady()
         log(f"done: {measured.samples_done} samples, steady {steady['throughput'] or 0:.1f} samples/s")
@@ -140,6 +152,8 @@ def execute(engine: Engine, spec: dict[str, Any], worker: WorkerInfo | None = No
         code = 1
     if workload is not None:
         result["work"] = _work(spec, workload, dataset_sha, dataset_samples, measured)
+        if moved is not None:
+            result["work"]["weight_change"] = moved.to_json()
         result["measurements"] = _measurements(setup_s, workload, measured)
         if worker is None:  # a worker keeps every window: the launcher merges them, then caps
             cap_windows(result["measurements"], spec["measurement"]["max_step_samples"])

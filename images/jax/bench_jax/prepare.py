@@ -70,6 +70,8 @@ def build_workload(spec: dict[str, Any], data: Dataset, kind: str, devices: list
         world_size=world, mesh=mesh, shards=shards, mode=mode, model=model, tx=ready.tx, state=ready.state,
         data=ready.placed, device=devices[0], step_config=step_config, steps_per_dispatch=group,
     )
+    if mode == "train":  # where training starts from, read before the first (donating) step
+        workload.initial_params = jax.device_get(ready.state.params)
     held = ready.placed[0]
     workload.data_placement = "device" if isinstance(held, jax.Array) else "host"  # read back: what holds the split
     workload.readback = _readback(parity, model, ready, shards is not None and device_data, group)

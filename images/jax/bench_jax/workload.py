@@ -20,6 +20,7 @@ import numpy as np
 from bench_engine.api import LOSS_STEPS, StepBatch, Workload
 from bench_engine.blocklosses import BlockLosses
 from bench_engine.dispatch import StepQueue, planned_dispatches
+from bench_engine.weights import WeightChange, weight_change
 from bench_jax.step import StepConfig, build_step, replicated, sharded
 
 
@@ -42,6 +43,7 @@ class JaxWorkload(Workload):
     _queue: StepQueue | None = None
     _last: Any = None  # latest loss (train) or logits (infer); a vector of losses after a several-step call
     _history: list[Any] = field(default_factory=list)  # the first LOSS_STEPS losses, on the device
+    initial_params: Any = None  # training: the parameters after loading, on the host (numpy leaves)
     _blocks: BlockLosses = field(default_factory=BlockLosses)  # every loss output, by harness block, on the device
 
     def precompile(self, calls: set[tuple[int, int]]) -> None:
@@ -145,6 +147,11 @@ class JaxWorkload(Workload):
         if self.mode != "train" or self._last is None:
             return None
         return float(np.atleast_1d(np.asarray(self._last))[-1])
+
+    def weight_change(self) -> WeightChange | None:
+        if self.initial_params is None or self.state is None:
+            return None
+        return weight_change(jax.tree.leaves(self.initial_params), jax.tree.leaves(jax.device_get(self.state.params)))
 
     def peak_memory_bytes(self) -> int | None:
         """The device's peak (the largest over the mesh's devices when data parallel)."""

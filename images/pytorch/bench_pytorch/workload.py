@@ -12,6 +12,7 @@ from torch import nn
 from bench_engine.api import LOSS_STEPS, StepBatch, UnsupportedError, Workload
 from bench_engine.data import Dataset, check_dataset
 from bench_engine.shards import ShardPlan, plan_shards, shard_dataset
+from bench_engine.weights import WeightChange
 from bench_pytorch.batches import BatchSource
 from bench_pytorch.distributed import DistContext, init_process_group, require_worker, wrap_ddp
 from bench_pytorch.model import build_model, trainable_parameters
@@ -35,8 +36,12 @@ class TorchWorkload(Workload):
     """
 
     def __init__(self, runner: Runner, device: torch.device, training: bool, shards: ShardPlan | None = None,
-                 dist: DistContext | None = None, loss_sum: torch.Tensor | None = None, **fields: Any) -> None:
+                 dist: DistContext | None = None, loss_sum: torch.Tensor | None = None,
+                 parameters: list[torch.Tensor] | None = None, **fields: Any) -> None:
         super().__init__(**fields)
+        # the trainable parameters and a copy of their values after loading (on the device; not timed)
+        self.parameters = parameters or []
+        self._initial = [p.detach().clone() for p in self.parameters] if training else []
         self.runner, self.device, self.training = runner, device, training
         self.shards, self.dist = shards, dist
         self._last: torch.Tensor | None = None
@@ -105,6 +110,16 @@ class TorchWorkload(Workload):
                 TEARDOWN_ABANDONED = True
                 print(f"[bench-engine] rank {self.dist.rank}: leaving the process group did not finish in "
                       f"{TEARDOWN_TIMEOUT_S:.0f} s; abandoned (the measurements are complete)", file=sys.stderr, flush=True)
+
+    def weight_change(self) -> WeightChange | None:
+        """||w_end - w_0|| over the trainable parameters, summed in float64 on the device."""
+        if not self._initial:
+            return None
+        with torch.no_grad():
+            moved = sum(float(((p.double() - p0.double()) ** 2).sum()) for p, p0 in zip(self.parameters, self._initial, strict=True))
+            start = sum(float((p0.double() ** 2).sum()) for p0 in self._initial)
+        values = sum(p.numel() for p in self._initial)
+        return WeightChange(l2=moved**0.5, relative=(moved / start) ** 0.5, values=values)
 
     def peak_memory_bytes(self) -> int | None:
         if self.device.type == "cuda":
@@ -182,6 +197,7 @@ def build_workload(spec: dict[str, Any], data: Dataset, device: torch.device) ->
     report["param_dtype"] = ",".join(param_dtypes(model))
     workload = TorchWorkload(
         runner, device, training, shards=shards, dist=dist, loss_sum=loss_sum,
+        parameters=[p for p in model.parameters() if p.requires_grad],
         trainable_parameters=params,
         precision=report,
         data_placement=source.placement_in_effect(),

@@ -49,9 +49,10 @@ def build_workload(spec: dict[str, Any], data: Dataset, tf: Any, keras: Any, kin
     ctx = Context(tf, keras, kind, devices, shape, resolve_switches(spec))
     keras.utils.set_random_seed(int(parity["seed"]))
     apply_precision(tf, keras, precision)
-    if int(parity["devices"]) > 1:
-        return _parallel_workload(ctx, spec, data)
-    return _single_workload(ctx, spec, data)
+    workload = _parallel_workload(ctx, spec, data) if int(parity["devices"]) > 1 else _single_workload(ctx, spec, data)
+    if workload.train:  # the trained values' starting point, after loading and the compile-ahead calls' restore
+        workload.initial_weights = [v.numpy() for v in workload.keep[0].trainable_variables]
+    return workload
 
 
 def model_and_optimizer(keras: Any, parity: dict[str, Any], shape: tuple[int, int, int], train: bool,

@@ -26,6 +26,7 @@ import numpy as np
 from bench_engine.api import LOSS_STEPS, StepBatch, Workload
 from bench_engine.blocklosses import BlockLosses
 from bench_engine.dispatch import StepQueue
+from bench_engine.weights import WeightChange, weight_change
 
 
 @dataclass
@@ -53,6 +54,7 @@ class TensorFlowWorkload(Workload):
     _history: list[Any] = field(default_factory=list)  # the first LOSS_STEPS losses (tensors, read after the run)
     _recorded: int = 0
     _blocks: BlockLosses = field(default_factory=BlockLosses)  # every loss output, by harness block (tensors)
+    initial_weights: list[Any] = field(default_factory=list)  # the trainable values after loading (numpy)
 
     def _remember(self, steps: int) -> None:
         if not self.train:
@@ -179,6 +181,11 @@ class TensorFlowWorkload(Workload):
         if self.strategy is not None:  # the mean of the replicas' losses (outside the timed windows)
             return float(self.strategy.reduce(self.tf.distribute.ReduceOp.MEAN, self.last, axis=None).numpy())
         return float(np.atleast_1d(self.last.numpy())[-1])
+
+    def weight_change(self) -> WeightChange | None:
+        if not self.initial_weights:
+            return None
+        return weight_change(self.initial_weights, [v.numpy() for v in self.keep[0].trainable_variables])
 
     def peak_memory_bytes(self) -> int | None:
         if self.device_kind != "cuda":
