@@ -14,6 +14,7 @@ import typer
 from orchestrator import __version__
 from orchestrator.cli import data_cmd, env_cmd, image_cmd, results_cmd, results_more_cmd, scenario_cmd, scenario_resume_cmd
 from orchestrator.cli.console import err
+from orchestrator.envvars import check_environment
 from orchestrator.errors import BadInput, Interrupted, one_line
 from orchestrator.signals import exit_status, received, termination_handled
 from orchestrator.terminal import markup
@@ -74,6 +75,7 @@ def main() -> None:
 
 def _main() -> None:
     try:
+        check_environment()  # every BENCH_* variable, like a flag, before anything runs
         code = app(standalone_mode=False)  # returns typer.Exit's code in non-standalone mode
         if code == 130 and received() is not None:  # typer turns a KeyboardInterrupt into a silent Exit(130)
             raise Interrupted()
