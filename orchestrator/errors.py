@@ -15,6 +15,8 @@ def one_line(text: str) -> str:
     """``text`` with every character that is not printable escaped (``\\n``, ``\\x1e``, ``\\u2028``...).
 
     A message quotes the user's input (a field name, a value); whatever that holds, the message stays
-    one line on the terminal and for ``str.splitlines``.
+    one line on the terminal and for ``str.splitlines`` (orchestrator.terminal.visible).
     """
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    from orchestrator.terminal import visible
+
+    return visible(text)

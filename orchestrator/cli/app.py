@@ -10,13 +10,14 @@ import signal
 import sys
 
 import typer
-from rich.markup import escape
 
 from orchestrator import __version__
 from orchestrator.cli import data_cmd, env_cmd, image_cmd, results_cmd, results_more_cmd, scenario_cmd, scenario_resume_cmd
 from orchestrator.cli.console import err
+from orchestrator.envvars import check_environment
 from orchestrator.errors import BadInput, Interrupted, one_line
 from orchestrator.signals import exit_status, received, termination_handled
+from orchestrator.terminal import markup
 
 app = typer.Typer(
     name="bench",
@@ -74,13 +75,14 @@ def main() -> None:
 
 def _main() -> None:
     try:
+        check_environment()  # every BENCH_* variable, like a flag, before anything runs
         code = app(standalone_mode=False)  # returns typer.Exit's code in non-standalone mode
         if code == 130 and received() is not None:  # typer turns a KeyboardInterrupt into a silent Exit(130)
             raise Interrupted()
         sys.exit(code if isinstance(code, int) else 0)
     except BadInput as exc:
         # one line, whatever the message quotes of the input (a value with a newline, say)
-        err.print(f"[red]error:[/] {escape(one_line(str(exc)))}", soft_wrap=True)
+        err.print(f"[red]error:[/] {markup(one_line(str(exc)))}", soft_wrap=True)
         sys.exit(2)
     except (KeyboardInterrupt, Interrupted):
         signum = received()
@@ -98,5 +100,5 @@ def _main() -> None:
             sys.exit(exc.exit_code)
         if os.environ.get("BENCH_DEBUG"):
             raise
-        err.print(f"[red]internal error:[/] {exc.__class__.__name__}: {escape(one_line(str(exc)))} (set BENCH_DEBUG=1 for the traceback)")
+        err.print(f"[red]internal error:[/] {exc.__class__.__name__}: {markup(one_line(str(exc)))} (set BENCH_DEBUG=1 for the traceback)")
         sys.exit(1)

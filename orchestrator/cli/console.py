@@ -7,7 +7,8 @@ import sys
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
+
+from orchestrator.terminal import markup
 
 _WIDE = 160  # when not attached to a terminal (logs, CI), do not wrap tables at 80 columns
 out = Console(highlight=False, width=None if sys.stdout.isatty() else _WIDE)
@@ -24,6 +25,6 @@ def print_json(document: Any) -> None:
 
 
 def status_text(status: str) -> str:
-    return f"[{STATUS_STYLE.get(status, 'white')}]{escape(status)}[/]"
+    return f"[{STATUS_STYLE.get(status, 'white')}]{markup(status)}[/]"
 
 

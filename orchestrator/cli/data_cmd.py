@@ -5,11 +5,11 @@ from __future__ import annotations
 import re
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from orchestrator.cli.console import err, out, print_json
 from orchestrator.errors import BadInput
+from orchestrator.terminal import markup
 
 data_app = typer.Typer(help="Datasets: prepare real or synthetic data once into the canonical cache ($BENCH_DATA_DIR); list it.",
                        no_args_is_help=True)
@@ -54,10 +54,10 @@ def prepare(
         return
     state = "already prepared" if document["cached"] else "prepared"
     kind = "synthetic" if document["synthetic"] else "real"
-    out.print(f"[green]{state}[/] {escape(name)} ({kind}, {'x'.join(map(str, document['geometry']))}, {document['num_classes']} classes) "
-              f"in {escape(document['path'])}")
+    out.print(f"[green]{state}[/] {markup(name)} ({kind}, {'x'.join(map(str, document['geometry']))}, {document['num_classes']} classes) "
+              f"in {markup(document['path'])}")
     if document["sha256"]:
-        out.print(f"  source sha256 {document['sha256']} ({escape(document['source'].get('verified', ''))})")
+        out.print(f"  source sha256 {document['sha256']} ({markup(document['source'].get('verified', ''))})")
     for split, entry in document["splits"].items():
         counts = document["class_counts"][split].values()
         out.print(f"  {split}: {entry['samples']:,} samples, {sum(1 for c in counts if c)} classes "
@@ -78,9 +78,9 @@ def list_(as_json: bool = typer.Option(False, "--json", help="Print as JSON.")) 
         print_json({"cache": str(dataset_cache_root()), "splits": rows})
         return
     if not rows:
-        err.print(f"no datasets prepared in {escape(str(dataset_cache_root()))} (bench data prepare NAME)")
+        err.print(f"no datasets prepared in {markup(str(dataset_cache_root()))} (bench data prepare NAME)")
         return
-    table = Table(title=f"datasets in {escape(str(dataset_cache_root()))}")
+    table = Table(title=f"datasets in {markup(str(dataset_cache_root()))}")
     for column in ("name", "split", "samples", "shape", "kind", "sha256", "path"):
         table.add_column(column, overflow="fold", justify="right" if column == "samples" else "left")
     for row in rows:
@@ -90,5 +90,5 @@ def list_(as_json: bool = typer.Option(False, "--json", help="Print as JSON.")) 
         elif row["prepared"]:
             kind += " (prepared)"
         table.add_row(row["name"], row["split"], f"{row['samples']:,}", "x".join(map(str, row["shape"] or [])), kind,
-                      row["sha256"][:12], escape(row["path"]))
+                      row["sha256"][:12], markup(row["path"]))
     out.print(table)

@@ -9,6 +9,7 @@ from orchestrator.cli.console import out, print_json
 from orchestrator.engines import discover
 from orchestrator.hostinfo import host_facts
 from orchestrator.provenance import describe_host, run_host
+from orchestrator.terminal import markup
 
 env_app = typer.Typer(help="Host facts and per-engine environments.", invoke_without_command=True)
 
@@ -48,24 +49,26 @@ def env(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="
     if as_json:
         print_json(facts)
         return
-    out.print(f"[bold]host[/] {facts['hostname']}  {facts['os']}  {facts['cpu_count']} CPUs  Python {facts['python']}  bench {facts['bench_version']}")
-    out.print(f"[bold]CPU[/] {describe_host(facts['cpu'])}")
+    out.print(f"[bold]host[/] {markup(facts['hostname'])}  {markup(facts['os'])}  {facts['cpu_count']} CPUs  "
+              f"Python {markup(facts['python'])}  bench {facts['bench_version']}")
+    out.print(f"[bold]CPU[/] {markup(describe_host(facts['cpu']))}")
     nvml = facts["nvml"]
     if nvml["available"] and nvml["gpus"]:
-        out.print(f"[bold]GPUs[/] driver {nvml['driver']}, CUDA driver {nvml['cuda_driver']}")
+        out.print(f"[bold]GPUs[/] driver {markup(nvml['driver'])}, CUDA driver {markup(nvml['cuda_driver'])}")
         for gpu in nvml["gpus"]:
             memory = gpu["memory_total_bytes"] / 2**30 if gpu["memory_total_bytes"] else 0
-            out.print(f"  {gpu['index']}: {gpu['name']} {memory:.0f} GiB  {gpu['uuid']}")
+            out.print(f"  {gpu['index']}: {markup(gpu['name'])} {memory:.0f} GiB  {markup(gpu['uuid'])}")
     else:
-        out.print(f"[bold]GPUs[/] none ({nvml.get('reason') or 'NVML reports no devices'})")
+        out.print(f"[bold]GPUs[/] none ({markup(nvml.get('reason') or 'NVML reports no devices')})")
     docker = facts["docker"]
-    out.print("[bold]Docker[/] " + (f"reachable, server {docker.get('version')}" if docker.get("reachable") else f"not reachable ({docker.get('reason')})"))
+    reach = f"reachable, server {docker.get('version')}" if docker.get("reachable") else f"not reachable ({docker.get('reason')})"
+    out.print("[bold]Docker[/] " + markup(reach))
     table = Table(title="engines (local runtime)")
     for column in ("engine", "framework", "usable", "version / reason", "interpreter"):
         table.add_column(column, overflow="fold")
     for row in facts["engines"]:
-        table.add_row(row["engine"], row["framework"], "[green]yes[/]" if row["usable"] else "[red]no[/]",
-                      row.get("version") or row.get("reason", ""), row["interpreter"])
+        table.add_row(markup(row["engine"]), markup(row["framework"]), "[green]yes[/]" if row["usable"] else "[red]no[/]",
+                      markup(row.get("version") or row.get("reason", "")), markup(row["interpreter"]))
     out.print(table)
 
 
@@ -88,9 +91,9 @@ def create(engine: str = typer.Argument(..., help="Engine whose pinned requireme
         from orchestrator.opennn_build import BuildRequest, build
 
         driver = build(BuildRequest(cuda=cuda, vendor=vendor, cuda_arch=cuda_arch, cudnn_root=cudnn_root, deps_prefix=deps_prefix, jobs=jobs))
-        out.print(f"[green]ready[/]: {engine} -> {driver}")
+        out.print(f"[green]ready[/]: {markup(engine)} -> {markup(driver)}")
         return
     from orchestrator.envs import create_env
 
     python = create_env(engine, system_site_packages)
-    out.print(f"[green]ready[/]: {engine} -> {python}")
+    out.print(f"[green]ready[/]: {markup(engine)} -> {markup(python)}")

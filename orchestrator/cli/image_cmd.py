@@ -7,12 +7,12 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from orchestrator.cli.console import err, out, print_json
 from orchestrator.errors import BadInput
+from orchestrator.terminal import markup
 
 image_app = typer.Typer(help="Build, list, inspect and bump the engines' pinned container images.", no_args_is_help=True)
 
@@ -45,24 +45,24 @@ class RichBuildReporter:
         self.progress.stop()
 
     def note(self, message: str) -> None:
-        self.progress.console.print(f"[cyan]{escape(self.engine)}[/]: {escape(message)}")
+        self.progress.console.print(f"[cyan]{markup(self.engine)}[/]: {markup(message)}")
 
     def line(self, text: str) -> None:
         if not self.quiet and text.strip():
-            self.progress.console.print(escape(text), style="dim", highlight=False, soft_wrap=True)
+            self.progress.console.print(markup(text), style="dim", highlight=False, soft_wrap=True)
 
     def step(self, number: int, total: int, instruction: str) -> None:
         short = instruction if len(instruction) <= 48 else instruction[:45] + "..."
-        self.progress.update(self.task, total=total, completed=number - 1, description=f"{self.engine} {escape(short)}")
+        self.progress.update(self.task, total=total, completed=number - 1, description=f"{self.engine} {markup(short)}")
 
 
 def _summary(entry: dict[str, Any]) -> str:
     base = entry["base"]
-    return (f"[green]built[/] {entry['image']} = {entry['image_id']}\n"
-            f"  base {base['ref']}" + (f" ({base['digest']})" if base["digest"] and base["digest"] not in base["ref"] else "")
+    return (f"[green]built[/] {markup(entry['image'])} = {markup(entry['image_id'])}\n"
+            f"  base {markup(base['ref'])}" + (f" ({markup(base['digest'])})" if base["digest"] and base["digest"] not in base["ref"] else "")
             + ("" if base["pinned"] else " [yellow](not pinned by digest)[/]") + "\n"
-            f"  {entry.get('framework') or 'framework'} {entry.get('framework_version')}, CUDA {entry.get('cuda') or '-'}, "
-            f"cuDNN {entry.get('cudnn') or '-'}, Python {entry.get('python')}, engine library {entry.get('engine_version')}")
+            + markup(f"  {entry.get('framework') or 'framework'} {entry.get('framework_version')}, CUDA {entry.get('cuda') or '-'}, "
+                     f"cuDNN {entry.get('cudnn') or '-'}, Python {entry.get('python')}, engine library {entry.get('engine_version')}"))
 
 
 @image_app.command("build")
@@ -90,7 +90,7 @@ def build(
         entries.append(built.entry)
         if not as_json:
             err.print(_summary(built.entry))
-            err.print(f"  recorded in {built.lock}")
+            err.print(f"  recorded in {markup(built.lock)}")
     if as_json:
         print_json(entries if engine is None else entries[0])
 
@@ -115,7 +115,7 @@ def bump(
         print_json(built.entry)
         return
     err.print(_summary(built.entry))
-    err.print(f"  recorded in {built.lock}; images/{engine}/image.yaml and Dockerfile updated (commit them with the lock)")
+    err.print(f"  recorded in {markup(built.lock)}; images/{engine}/image.yaml and Dockerfile updated (commit them with the lock)")
 
 
 @image_app.command("list")
@@ -133,10 +133,10 @@ def list_cmd(lock: Path = LockOption, as_json: bool = AsJson) -> None:
         table.add_column(column, overflow="fold")
     for row in rows:
         style = "green" if row["status"] == "built" else "yellow"
-        table.add_row(row["engine"], f"[{style}]{escape(row['status'])}[/]", (row["local_image_id"] or "-")[:19],
-                      (row["locked_image_id"] or "-")[:19], escape(row["built_from"] or "-"), row["framework_version"] or "-",
+        table.add_row(row["engine"], f"[{style}]{markup(row['status'])}[/]", (row["local_image_id"] or "-")[:19],
+                      (row["locked_image_id"] or "-")[:19], markup(row["built_from"] or "-"), row["framework_version"] or "-",
                       row["cuda"] or "-", row["cudnn"] or "-",
-                      escape(row["default_base"]) + ("" if row["default_base_pinned"] else " [yellow](unpinned)[/]"))
+                      markup(row["default_base"]) + ("" if row["default_base_pinned"] else " [yellow](unpinned)[/]"))
     out.print(table)
 
 
@@ -150,25 +150,25 @@ def inspect_cmd(engine: str = typer.Argument(..., help="Engine whose image to de
     if as_json:
         print_json(facts)
         return
-    out.print(f"[bold]{facts['engine']}[/]  {facts['image']}  [{'green' if facts['status'] == 'built' else 'yellow'}]{escape(facts['status'])}[/]")
-    out.print(f"  default base  {escape(facts['default_base'])}" + ("" if facts["default_base_pinned"] else " [yellow](not pinned by digest)[/]"))
+    out.print(f"[bold]{facts['engine']}[/]  {facts['image']}  [{'green' if facts['status'] == 'built' else 'yellow'}]{markup(facts['status'])}[/]")
+    out.print(f"  default base  {markup(facts['default_base'])}" + ("" if facts["default_base_pinned"] else " [yellow](not pinned by digest)[/]"))
     if not facts["metadata_consistent"]:
-        out.print(f"  [red]Dockerfile ARG BASE differs:[/] {escape(str(facts['dockerfile_arg_base']))}")
-    out.print(f"  note          {escape(facts['base_note'])}")
-    out.print(f"  provides      {escape(str(facts['provides']))}")
+        out.print(f"  [red]Dockerfile ARG BASE differs:[/] {markup(str(facts['dockerfile_arg_base']))}")
+    out.print(f"  note          {markup(facts['base_note'])}")
+    out.print(f"  provides      {markup(str(facts['provides']))}")
     entry = facts["lock"]
     if entry:
-        out.print(f"  locked        {entry['image_id']}  built {entry['built_at']} from {escape(entry['base']['ref'])}")
-        out.print(f"                {entry.get('framework')} {entry.get('framework_version')}, CUDA {entry.get('cuda') or '-'}, "
-                  f"cuDNN {entry.get('cudnn') or '-'}, Python {entry.get('python')}, revision {entry.get('source_revision')}")
+        out.print(f"  locked        {entry['image_id']}  built {entry['built_at']} from {markup(entry['base']['ref'])}")
+        out.print(markup(f"                {entry.get('framework')} {entry.get('framework_version')}, CUDA {entry.get('cuda') or '-'}, "
+                         f"cuDNN {entry.get('cudnn') or '-'}, Python {entry.get('python')}, revision {entry.get('source_revision')}"))
     else:
-        out.print(f"  locked        - (not in {escape(facts['lock_file'])})")
+        out.print(f"  locked        - (not in {markup(facts['lock_file'])})")
     local = facts["local"]
     if local:
-        out.print(f"  local         {local['id']}  created {local['created']}  user {local['user']}  entrypoint {local['entrypoint']}")
+        out.print(markup(f"  local         {local['id']}  created {local['created']}  user {local['user']}  entrypoint {local['entrypoint']}"))
         for key, value in sorted(local["labels"].items()):
-            out.print(f"    {escape(key)} = {escape(str(value))}")
+            out.print(f"    {markup(key)} = {markup(str(value))}")
     elif facts.get("daemon"):
-        out.print(f"  local         unknown: {escape(facts['daemon'])}")
+        out.print(f"  local         unknown: {markup(facts['daemon'])}")
     else:
         out.print(f"  local         not built (run 'bench image build {facts['engine']}')")

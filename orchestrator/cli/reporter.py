@@ -11,13 +11,13 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from rich.markup import escape
 from rich.status import Status
 
 from orchestrator.cli.console import err, status_text
 from orchestrator.cli.phases import PhaseBoard
 from orchestrator.reports.formats import RATE
 from orchestrator.scenario import RunPlan
+from orchestrator.terminal import markup
 
 PLAIN_INTERVAL_S = 30.0
 PLAIN_PHASES = ("rendezvous", "warmup", "timing")  # phases whose start is printed at once without a terminal
@@ -38,20 +38,20 @@ class RichReporter:
 
     def note(self, message: str) -> None:
         if not self.quiet:
-            err.print(f"[dim]bench:[/] {escape(message)}")
+            err.print(f"[dim]bench:[/] {markup(message)}")
 
     def run_started(self, index: int, total: int, plan: RunPlan) -> None:
         self._label = f"[{index}/{total}] {plan.engine} {plan.precision} {plan.path} b{plan.batch} x{plan.devices} #{plan.repeat}"
         self._board = PhaseBoard()
         self._last_line = ""
         if not self.quiet and self.live:
-            self._status = err.status(escape(self._label), spinner="dots")
+            self._status = err.status(markup(self._label), spinner="dots")
             self._status.start()
 
     def engine_line(self, line: str) -> None:
         phase, new_phase = self._board.update(line)
         if self.verbose:
-            err.print(f"[dim]  | {escape(line)}[/]")
+            err.print(f"[dim]  | {markup(line)}[/]")
             return
         if self.quiet:
             return
@@ -59,14 +59,14 @@ class RichReporter:
             self._last_line = line.strip()[:100]
         if self._status is not None:
             phases = self._board.text()
-            shown = f"{escape(self._label)}  {escape(phases)}" if phases else escape(self._label)
+            shown = f"{markup(self._label)}  {markup(phases)}" if phases else markup(self._label)
             if self._last_line:
-                shown += f"  [dim]{escape(self._last_line)}[/]"
+                shown += f"  [dim]{markup(self._last_line)}[/]"
             self._status.update(shown)
         elif phase is not None and not self.live and (
                 (new_phase and phase.phase in PLAIN_PHASES) or time.monotonic() - self._printed >= PLAIN_INTERVAL_S):
             self._printed = time.monotonic()
-            err.print(f"{escape(self._label)}  [dim]{escape(self._board.text())}[/]")
+            err.print(f"{markup(self._label)}  [dim]{markup(self._board.text())}[/]")
 
     def run_finished(self, record: dict[str, Any]) -> None:
         if self._status is not None:
@@ -75,5 +75,5 @@ class RichReporter:
         if self.quiet:
             return
         rate = record.get("throughput")
-        detail = f"{RATE(rate)} samples/s" if rate else escape(record.get("reason") or "")
-        err.print(f"{escape(self._label)}  {status_text(record['status'])}  {detail}  [dim]({record['wall_s']:.1f}s)[/]")
+        detail = f"{RATE(rate)} samples/s" if rate else markup(record.get("reason") or "")
+        err.print(f"{markup(self._label)}  {status_text(record['status'])}  {detail}  [dim]({record['wall_s']:.1f}s)[/]")

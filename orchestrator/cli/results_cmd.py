@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import typer
-from rich.markup import escape
 
 from orchestrator.artifacts import open_artifact
 from orchestrator.artifacts.layout import SUMMARY
@@ -15,6 +14,7 @@ from orchestrator.cli.results_view import render_summary
 from orchestrator.errors import BadInput
 from orchestrator.schemas import SchemaError
 from orchestrator.schemas import validate as validate_document
+from orchestrator.terminal import markup
 
 results_app = typer.Typer(help="Inspect, validate, compare and archive result artifacts.", no_args_is_help=True)
 
@@ -61,9 +61,9 @@ def warn_integrity(folder: Path) -> None:
     if problems:
         more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
         err.print(f"[yellow]warning[/] the artifact does not validate, these results may have been tampered with: "
-                  f"{escape(str(problems[0]))}{more} (see 'bench results validate')")
+                  f"{markup(str(problems[0]))}{more} (see 'bench results validate')")
     for override in (read_integrity(folder) or {}).get("overrides", []):
-        err.print(f"[yellow]warning[/] {escape(override['action'])} at {escape(override['at'])} overrode "
+        err.print(f"[yellow]warning[/] {markup(override['action'])} at {markup(override['at'])} overrode "
                   f"{override['problem_count']} integrity problem(s) (see integrity.json)")
 
 
@@ -80,13 +80,13 @@ def validate(artifact: Path = typer.Argument(..., help="Artifact folder (or .tar
         print_json({"artifact": str(artifact), "valid": not problems, "problems": [str(p) for p in problems]})
     elif problems:
         for problem in problems:
-            err.print(f"[red]invalid[/] {escape(str(problem))}")
+            err.print(f"[red]invalid[/] {markup(str(problem))}")
     else:
-        out.print(f"[green]valid[/]: {escape(str(artifact))}")
+        out.print(f"[green]valid[/]: {markup(str(artifact))}")
         if artifact.is_dir():
             from orchestrator.artifacts.integrity import read_integrity
 
             for override in (read_integrity(artifact) or {}).get("overrides", []):
-                err.print(f"[yellow]note[/] {escape(override['action'])} at {escape(override['at'])} overrode "
+                err.print(f"[yellow]note[/] {markup(override['action'])} at {markup(override['at'])} overrode "
                           f"{override['problem_count']} integrity problem(s) (see integrity.json)")
     raise typer.Exit(1 if problems else 0)

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.markup import escape
 
 from orchestrator.cli.console import err, out, print_json
 from orchestrator.cli.results_view import rich_table
@@ -20,6 +19,7 @@ from orchestrator.errors import BadInput
 from orchestrator.reports.formats import PVALUE, RATE, Span, number, span
 from orchestrator.reports.tables import Column, columns
 from orchestrator.reports.tables import Table as ReportTable
+from orchestrator.terminal import markup
 
 
 @contextlib.contextmanager
@@ -61,17 +61,17 @@ def comparison_table(doc: dict[str, Any]) -> ReportTable:
 
 def _render_comparison(doc: dict[str, Any]) -> None:
     a, b = doc["a"], doc["b"]
-    out.print(f"A: {escape(a['artifact'])} ({escape(a['scenario'])} {escape(a['artifact_id'])})")
-    out.print(f"B: {escape(b['artifact'])} ({escape(b['scenario'])} {escape(b['artifact_id'])})")
+    out.print(f"A: {markup(a['artifact'])} ({markup(a['scenario'])} {markup(a['artifact_id'])})")
+    out.print(f"B: {markup(b['artifact'])} ({markup(b['scenario'])} {markup(b['artifact_id'])})")
     out.print(rich_table(comparison_table(doc)))
     for g in doc["groups"]:
         if g.get("note"):
-            err.print(f"[yellow]note[/] {g['engine']} {g['precision']} {g['path']}: {escape(g['note'])}")
+            err.print(f"[yellow]note[/] {markup(g['engine'])} {markup(g['precision'])} {markup(g['path'])}: {markup(g['note'])}")
     for side, key in (("A", "only_in_a"), ("B", "only_in_b")):
         for g in doc[key]:
-            err.print(f"only in {side}: {g['engine']} {g['precision']} {g['path']} b{g['batch_per_device']} x{g['devices']}")
+            err.print(markup(f"only in {side}: {g['engine']} {g['precision']} {g['path']} b{g['batch_per_device']} x{g['devices']}"))
     for warning in doc["warnings"]:
-        err.print(f"[yellow]warning[/] {escape(warning)}")
+        err.print(f"[yellow]warning[/] {markup(warning)}")
 
 
 def compare(a: Path = typer.Argument(..., help="Baseline artifact A (folder or .tar.gz)."),
@@ -105,7 +105,7 @@ def blank_dash(value: Any) -> str:
 def _render_environment(env: dict[str, Any]) -> None:
     """The metadata diff: only the facts that differ, or 'same environment'."""
     if env["same"]:
-        out.print("environment: same environment (bench, host, driver, GPUs" + (", " + ", ".join(env["engines"]) if env["engines"] else "") + ")")
+        out.print(markup("environment: same environment (bench, host, driver, GPUs" + (", " + ", ".join(env["engines"]) if env["engines"] else "") + ")"))
         return
     cells = [[d["scope"], d["key"], d["a"], d["b"]] for d in env["differences"]]
     table = ReportTable("environment", "environment: what differs (A -> B)", [Column("scope"), Column("fact"), Column("A", blank_dash),
@@ -136,10 +136,10 @@ def report(artifact: Path = typer.Argument(..., help="Artifact folder (or .tar.g
     if as_json:
         print_json({"artifact": str(artifact), "out": str(target.resolve()), "files": {k: str(v) for k, v in written.items()}})
         return
-    out.print(f"report: {escape(str(target.resolve()))}")
+    out.print(f"report: {markup(str(target.resolve()))}")
     for kind, path in written.items():
         if not kind.startswith("png:"):
-            out.print(f"  {kind}: {escape(str(path))}")
+            out.print(f"  {kind}: {markup(str(path))}")
 
 
 def archive(artifact: Path = typer.Argument(..., help="Artifact folder."),
@@ -157,7 +157,7 @@ def archive(artifact: Path = typer.Argument(..., help="Artifact folder."),
     if as_json:
         print_json({"artifact": str(artifact), "archive": str(written), "bytes": written.stat().st_size, "sha256": digest})
     else:
-        out.print(f"archive: {escape(str(written))} ({written.stat().st_size:,} bytes, sha256 {digest})")
+        out.print(f"archive: {markup(str(written))} ({written.stat().st_size:,} bytes, sha256 {digest})")
 
 
 def publish(artifact: Path = typer.Argument(..., help="Artifact folder."),
@@ -174,4 +174,4 @@ def publish(artifact: Path = typer.Argument(..., help="Artifact folder."),
     if as_json:
         print_json({"artifact": str(artifact), "copy": str(target), "bytes": size})
     else:
-        out.print(f"published copy: {escape(str(target))} ({size:,} bytes; shared initial weights omitted)")
+        out.print(f"published copy: {markup(str(target))} ({size:,} bytes; shared initial weights omitted)")

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich.markup import escape
 from rich.table import Table as RichTable
 
 from orchestrator.cli.console import out, status_text
 from orchestrator.reports.tables import Table
+from orchestrator.terminal import markup, markup_lines
 
 
 def rich_table(table: Table) -> RichTable:
@@ -16,11 +16,11 @@ def rich_table(table: Table) -> RichTable:
 
     Long cells fold onto more lines rather than being cut, so every figure stays readable on a narrow terminal.
     """
-    rich = RichTable(title=escape(table.title) or None, caption=escape("\n".join(table.notes)) or None)
+    rich = RichTable(title=markup(table.title) or None, caption=markup_lines("\n".join(table.notes)) or None)
     for column in table.columns:
-        rich.add_column(escape(column.header), overflow="fold")
+        rich.add_column(markup(column.header), overflow="fold")
     for row in table.rows:
-        rich.add_row(*(status_text(text) if column.status else escape(text) for column, text in zip(table.columns, row, strict=True)))
+        rich.add_row(*(status_text(text) if column.status else markup(text) for column, text in zip(table.columns, row, strict=True)))
     return rich
 
 

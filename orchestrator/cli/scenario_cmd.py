@@ -15,6 +15,7 @@ from orchestrator.errors import BadInput
 from orchestrator.paths import default_results_dir, scenarios_dir
 from orchestrator.scenario import expand, load_scenario
 from orchestrator.scenario.load import Scenario
+from orchestrator.terminal import markup
 
 scenario_app = typer.Typer(help="Validate, inspect and run YAML scenarios.", no_args_is_help=True)
 
@@ -86,7 +87,7 @@ def run(
         print_json({"artifact": str(outcome.artifact.root), **outcome.summary})
     else:
         render_summary(outcome.summary)
-        err.print(f"artifact: [bold]{outcome.artifact.root}[/]")
+        err.print(f"artifact: [bold]{markup(outcome.artifact.root)}[/]")
     raise typer.Exit(outcome.exit_code)
 
 
@@ -99,7 +100,7 @@ def validate_cmd(
     """Check a scenario against its schema and bench's rules (exit 2 with the field on error)."""
     scenario = _load(file, sets, smoke)
     plans = expand(scenario)
-    out.print(f"[green]valid[/]: {scenario.source} ({scenario.name}, {len(plans)} runs)")
+    out.print(f"[green]valid[/]: {markup(scenario.source)} ({markup(scenario.name)}, {len(plans)} runs)")
 
 
 @scenario_app.command("show")
@@ -127,16 +128,17 @@ def _show_plans(scenario: Scenario, plans, as_json: bool) -> None:
         return
     w = scenario.workload
     length = f"{w['epochs']} epochs" if "epochs" in w else f"{w['steps']} steps"
-    out.print(f"[bold]{scenario.name}[/]{' (smoke)' if scenario.smoke else ''}: {w['mode']} {w['model']['arch']} "
+    out.print(f"[bold]{markup(scenario.name)}[/]{' (smoke)' if scenario.smoke else ''}: {w['mode']} {w['model']['arch']} "
               f"{w['input']['height']}x{w['input']['width']}x{w['input']['channels']}, {w['model']['num_classes']} classes, "
-              f"{w['dataset']['name']}/{w['dataset']['split']} ({w['dataset'].get('samples', 'all')} samples, {w['dataset']['source']}), "
+              f"{markup(w['dataset']['name'])}/{markup(w['dataset']['split'])} ({w['dataset'].get('samples', 'all')} samples, "
+              f"{markup(w['dataset']['source'])}), "
               f"{length}, warmup {w['warmup_steps']} steps")
     table = Table(title=f"{len(plans)} runs")
     for column in ("run id", "engine", "precision", "path", "batch", "devices", "repeat", "note"):
         table.add_column(column)
     for p in plans:
-        table.add_row(p.run_id, p.engine, p.precision, p.path, str(p.batch), str(p.devices), str(p.repeat),
-                      status_text("skipped") + f" {p.skip_reason}" if p.skip_reason else "")
+        table.add_row(markup(p.run_id), markup(p.engine), markup(p.precision), markup(p.path), str(p.batch), str(p.devices), str(p.repeat),
+                      status_text("skipped") + f" {markup(p.skip_reason)}" if p.skip_reason else "")
     out.print(table)
 
 
@@ -158,5 +160,5 @@ def list_cmd(as_json: bool = typer.Option(False, "--json")) -> None:
     for column in ("name", "engines", "precisions", "description"):
         table.add_column(column, overflow="fold")
     for row in rows:
-        table.add_row(row["name"], ",".join(row["engines"]), ",".join(row["precisions"]), row["description"][:120])
+        table.add_row(markup(row["name"]), markup(",".join(row["engines"])), markup(",".join(row["precisions"])), markup(str(row["description"])[:120]))
     out.print(table)

@@ -9,13 +9,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.markup import escape
 
 from orchestrator.cli import slurm_options
 from orchestrator.cli.console import err, out, print_json, status_text
 from orchestrator.cli.reporter import RichReporter
 from orchestrator.cli.results_view import render_summary
 from orchestrator.errors import BadInput
+from orchestrator.terminal import markup
 
 
 def resume_cmd(
@@ -61,7 +61,7 @@ def resume_cmd(
         print_json({"artifact": str(outcome.artifact.root), **outcome.summary})
     else:
         render_summary(outcome.summary)
-        err.print(f"artifact: [bold]{escape(str(outcome.artifact.root))}[/]")
+        err.print(f"artifact: [bold]{markup(str(outcome.artifact.root))}[/]")
     raise typer.Exit(outcome.exit_code)
 
 
@@ -73,7 +73,7 @@ def _check_integrity(artifact_dir: Path, force: bool, dry_run: bool) -> None:
     open_artifact(artifact_dir)
     problems = check_before_resume(artifact_dir, force, dry_run)
     if problems:
-        err.print(f"[yellow]warning[/] --force: resuming over {len(problems)} integrity problem(s), first: {escape(str(problems[0]))}"
+        err.print(f"[yellow]warning[/] --force: resuming over {len(problems)} integrity problem(s), first: {markup(str(problems[0]))}"
                   + ("" if dry_run else " (recorded in integrity.json)"))
 
 
@@ -83,14 +83,14 @@ def _show(plan, as_json: bool, dry_run: bool) -> None:
                     "runs": [{"run_id": r.plan.run_id, "action": "keep" if r.keep else "run", "why": r.why} for r in plan.runs]})
         return
     if plan.nothing_to_do:
-        out.print(f"nothing to resume: all {len(plan.runs)} runs of {escape(str(plan.artifact.root))} have a valid result")
+        out.print(f"nothing to resume: all {len(plan.runs)} runs of {markup(str(plan.artifact.root))} have a valid result")
         return
     for run in plan.runs:
         action = "[dim]keep[/]" if run.keep else "[bold]run again[/]"
         status = run.record["status"] if run.record else "no record"
-        out.print(f"{action}  {escape(run.plan.run_id)}  {status_text(status)}  [dim]{escape(run.why)}[/]")
+        out.print(f"{action}  {markup(run.plan.run_id)}  {status_text(status)}  [dim]{markup(run.why)}[/]")
     for unsearched in plan.unsearched:
-        out.print(f"[bold]search[/]  {escape(unsearched.run_id)}  [dim]its maximal batch search did not finish[/]")
+        out.print(f"[bold]search[/]  {markup(unsearched.run_id)}  [dim]its maximal batch search did not finish[/]")
     if dry_run:
         todo, total = len(plan.to_run) + len(plan.unsearched), len(plan.runs) + len(plan.unsearched)
         out.print(f"{todo} of {total} runs would run again (runtime {plan.runtime}, device {plan.device})")

@@ -46,6 +46,7 @@ from typing import Any
 
 from orchestrator import signals
 from orchestrator.engines import EngineInfo
+from orchestrator.envvars import without_internal
 from orchestrator.errors import BadInput
 from orchestrator.gpus import nvml_snapshot, visible_ids
 from orchestrator.runtimes import docker_watchdog
@@ -206,7 +207,7 @@ def container_options(*, image: str, engine: str, run_id: str, run_dir: Path, da
     """
     limits = limits or Limits()
     caches = cache_env() if cache_volume else cache_env(f"{WORKDIR}/cache")
-    env = {**FIXED_ENV, **caches, "HOME": WORKDIR, "BENCH_RUNTIME": "docker", **(extra_env or {})}
+    env = {**FIXED_ENV, **caches, "HOME": WORKDIR, **without_internal(extra_env or {}), "BENCH_RUNTIME": "docker"}
     if gpus.mode == "none":
         # NVIDIA's images set NVIDIA_VISIBLE_DEVICES=all; with the nvidia runtime as the default
         # runtime that alone would expose every GPU. A CPU run gets none.

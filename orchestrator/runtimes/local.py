@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.engines import EngineInfo
+from orchestrator.envvars import refuse_internal, without_internal
 from orchestrator.errors import BadInput
 from orchestrator.gpus import visible_ids
 from orchestrator.runtimes.base import Execution, LineSink, RunPaths, Runtime
@@ -46,7 +47,7 @@ def resolve_interpreter(engine: EngineInfo, settings: dict[str, Any]) -> str:
 
 def probe_module(interpreter: str, engine: EngineInfo) -> tuple[bool, str]:
     """Can ``interpreter`` import the engine's framework adapter? (message says why not)."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(map(str, engine.python_path()))}
+    env = {**without_internal(os.environ), "PYTHONPATH": os.pathsep.join(map(str, engine.python_path()))}
     code = f"import importlib.util as u; print(u.find_spec({engine.framework_module!r}) is not None and u.find_spec({engine.module!r}) is not None)"
     try:
         proc = subprocess.run([interpreter, "-c", code], capture_output=True, text=True, env=env, timeout=60)
@@ -74,7 +75,8 @@ def engine_env(engine: EngineInfo, settings: dict[str, Any]) -> dict[str, str]:
     A data-parallel engine uses the first N visible GPUs and passes this environment on to
     every worker process it starts.
     """
-    env = {**compile_cache_env(), **os.environ, **{k: str(v) for k, v in (settings.get("env") or {}).items()}, **FIXED_ENV}
+    env = {**compile_cache_env(), **without_internal(os.environ), **without_internal({k: str(v) for k, v in (settings.get("env") or {}).items()}),
+           **FIXED_ENV}
     env["PYTHONPATH"] = os.pathsep.join([*map(str, engine.python_path()), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     visible = visible_devices_value(settings.get("visible_devices"))
     if visible:
@@ -86,6 +88,7 @@ class LocalRuntime(Runtime):
     name = "local"
 
     def check(self, engine: EngineInfo, settings: dict[str, Any]) -> dict[str, Any]:
+        refuse_internal(settings.get("env") or {}, "env")
         interpreter = resolve_interpreter(engine, settings)
         ok, why = (probe_framework if engine.probe_import else probe_module)(interpreter, engine)
         if not ok:
@@ -109,7 +112,7 @@ RUNTIME = LocalRuntime
 def probe_framework(interpreter: str, engine: EngineInfo) -> tuple[bool, str]:
     """Import the framework with ``interpreter``; (True, version) or (False, why)."""
     code = f"import {engine.framework_module} as m; print(getattr(m, '__version__', 'unknown'))"
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3",
+    env = {**without_internal(os.environ), "TF_CPP_MIN_LOG_LEVEL": "3",
            "PYTHONPATH": os.pathsep.join([*map(str, engine.python_path()), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
     try:
         proc = subprocess.run([interpreter, "-c", code], capture_output=True, text=True, env=env, timeout=120)

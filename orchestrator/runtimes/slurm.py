@@ -26,6 +26,7 @@ from typing import Any
 
 from orchestrator import signals
 from orchestrator.engines import EngineInfo
+from orchestrator.envvars import without_internal
 from orchestrator.errors import BadInput
 from orchestrator.runtimes.base import Execution, LineSink, RunPaths, Runtime
 from orchestrator.runtimes.local import FIXED_ENV, LocalRuntime
@@ -303,7 +304,7 @@ class SlurmRuntime(Runtime):
         else:
             spec, result, output = paths.spec, paths.result, paths.log
         spec_doc = json.loads(paths.spec.read_text())
-        env = {**{str(k): str(v) for k, v in (settings.get("env") or {}).items()}, **FIXED_ENV}  # NVLink multicast stays off
+        env = {**without_internal({str(k): str(v) for k, v in (settings.get("env") or {}).items()}), **FIXED_ENV}  # NVLink multicast stays off
         artifact_id = paths.run_dir.parent.parent.name
         job = JobRequest(
             job_name=f"bench-{artifact_id}-{paths.run_dir.name}", workdir=folder, output=output, spec=spec, result=result,

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orchestrator.envvars import INTERNAL_NAMES
 from orchestrator.errors import BadInput
 
 MODES = ("local", "container")
@@ -355,6 +356,7 @@ def job_script(job: JobRequest, extra_args: Sequence[str] = ()) -> str:
     else:
         # the image carries its own Python and engine: nothing of the submitting shell's Python leaks in
         lines.append("unset PYTHONPATH PYTHONHOME VIRTUAL_ENV")
+    lines.append("unset " + " ".join(sorted(INTERNAL_NAMES)))  # sbatch exports the submitting shell's: bench's own are not taken
     lines += [f"export {name}={q(value)}" for name, value in sorted(env.items())]
     command = " ".join(q(a) for a in engine_argv(job))
     lines.append(f"cd {q(str(job.workdir))}")

@@ -55,7 +55,7 @@ from typing import Any
 from bench_engine import progress
 from bench_engine.api import Engine, StepBatch, Workload
 from bench_engine.contract import EngineResult
-from bench_engine.lifeline import PARENT_ENV
+from bench_engine.lifeline import INTERNAL_ENV, PARENT_ENV
 from bench_engine.result import base_result, cap_windows, log
 from bench_engine.watch import DUMP_WAIT_S, STACK_SIGNAL, RankWatch, kill_tree
 
@@ -108,7 +108,8 @@ def free_port() -> int:
 
 
 def worker_env(rank: int, world: int, port: int, launch_wall: float, heartbeat: Path | None = None) -> dict[str, str]:
-    """The environment of worker ``rank``: the launcher's, plus torchrun's variables.
+    """The environment of worker ``rank``: the launcher's (less bench's internal variables it inherited),
+    plus torchrun's variables and the launcher's own internal ones (its pid, its start, the rank's heartbeat).
 
     Each worker's share of the cores bounds its compile-worker pool (``TORCHINDUCTOR_COMPILE_THREADS``,
     unless set): N ranks compiling at once otherwise start N pools as large as the machine.
@@ -116,7 +117,7 @@ def worker_env(rank: int, world: int, port: int, launch_wall: float, heartbeat: 
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     return {
         "TORCHINDUCTOR_COMPILE_THREADS": str(max(1, cores // max(1, world))),
-        **os.environ,
+        **{key: value for key, value in os.environ.items() if key not in INTERNAL_ENV or key == "BENCH_RUNTIME"},
         "MASTER_ADDR": "127.0.0.1",
         "MASTER_PORT": str(port),
         "RANK": str(rank),

@@ -21,6 +21,9 @@ import threading
 import time
 
 PARENT_ENV = "BENCH_PARENT_PID"
+# Set by bench or the launcher for the processes they start, never taken from a user's environment
+# (orchestrator.envvars.INTERNAL_NAMES holds the same names).
+INTERNAL_ENV = frozenset({"BENCH_HEARTBEAT", PARENT_ENV, "BENCH_WORKER", "BENCH_LAUNCH_WALL", "BENCH_RUNTIME"})
 PR_SET_PDEATHSIG = 1
 GRACE_S = 15.0
 POLL_S = 0.5

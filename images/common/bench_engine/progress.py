@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import stat
 import struct
 import sys
 import time
@@ -140,15 +141,25 @@ _CURRENT: Heartbeat | None = None
 
 
 def current() -> Heartbeat:
-    """This process's heartbeat (its record is ``$BENCH_HEARTBEAT`` when a launcher watches it)."""
+    """This process's heartbeat (its record is ``$BENCH_HEARTBEAT`` when a launcher watches it: only in a
+    launched worker, and only a regular file of the record's size, the one the launcher made)."""
     global _CURRENT
     if _CURRENT is None:
-        record = os.environ.get(HEARTBEAT_ENV)
+        record = os.environ.get(HEARTBEAT_ENV) if os.environ.get("BENCH_WORKER") == "1" else None
         try:
-            _CURRENT = Heartbeat(Path(record) if record else None)
+            _CURRENT = Heartbeat(Path(record) if record and is_record(Path(record)) else None)
         except (OSError, ValueError):
             _CURRENT = Heartbeat()
     return _CURRENT
+
+
+def is_record(path: Path) -> bool:
+    """Is ``path`` a heartbeat record a launcher made: ``*.heartbeat``, a regular file (not a link) of RECORD.size bytes."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return False
+    return path.name.endswith(".heartbeat") and stat.S_ISREG(info.st_mode) and info.st_size == RECORD.size
 
 
 def phase(name: str, total: int = 0) -> None:
