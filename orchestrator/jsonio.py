@@ -12,13 +12,12 @@ from orchestrator.schemas import validate
 __all__ = ["read_json", "write_json", "write_text_atomic"]
 
 
-
-
 def write_json(path: Path, document: Any, schema: str | None = None) -> None:
-    """Validate against ``schema`` (when given) before writing atomically."""
+    """Validate against ``schema`` (when given) before writing atomically; strict JSON (ValueError on a
+    NaN or infinite number: bench never writes the non-JSON tokens ``NaN``/``Infinity``)."""
     if schema:
         validate(document, schema)
-    write_text_atomic(path, json.dumps(document, indent=2) + "\n")
+    write_text_atomic(path, json.dumps(document, indent=2, allow_nan=False) + "\n")
 
 
 def read_json(path: Path, schema: str | None = None) -> Any:
