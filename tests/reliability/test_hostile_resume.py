@@ -100,7 +100,7 @@ def test_a_forged_ok_run_in_an_interrupted_folder_is_not_adopted(artifact: Path,
         text = (crashed / name).read_text().replace("fake-fp32", "fake2-fp32").replace('"engine": "fake"', '"engine": "fake2"')
         (crashed / name).write_text(text)
     declare_in_flight(artifact, crashed.relative_to(artifact).as_posix())
-    code, out, err = call(capsys, monkeypatch, "scenario", "resume", str(artifact), "--runtime", "local", "--dry-run", "--json")
+    code, out, _ = call(capsys, monkeypatch, "scenario", "resume", str(artifact), "--runtime", "local", "--dry-run", "--json")
     plan = {r["run_id"]: r for r in json.loads(out)["runs"]}
     assert code == 0 and plan[crashed.name]["action"] == "run" and "never sealed" in plan[crashed.name]["why"], plan
     assert plan[_ok_run(artifact).name]["action"] == "keep"  # quiet: a sealed ok run is kept
