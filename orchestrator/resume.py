@@ -169,8 +169,6 @@ def _state(run_dir: Path, plan: RunPlan, spec: dict[str, Any] | None, sealed: se
     rel = f"{RUNS}/{run_dir.name}"
     if run_dir.is_dir() and record is not None and f"{rel}/run.json" not in sealed:
         keep, why = False, "its record was never sealed in the manifest (an interrupted run; not adopted)"
-    elif record is not None and record["status"] == "ok" and f"{rel}/result.json" not in sealed:
-        keep, why = False, "recorded ok but its result was never sealed in the manifest (not adopted)"
     elif not run_dir.is_dir():
         keep, why = bool(plan.skip_reason), f"skipped: {plan.skip_reason}" if plan.skip_reason else "never started"
     elif record is None:
@@ -178,6 +176,8 @@ def _state(run_dir: Path, plan: RunPlan, spec: dict[str, Any] | None, sealed: se
     elif record["status"] == "ok":
         result = _read_json(run_dir / "result.json", "engine-result")
         keep, why = (True, "ok") if result is not None else (False, "recorded ok but its result is missing or invalid")
+        if result is not None and f"{rel}/result.json" not in sealed:
+            keep, why = False, "recorded ok but its result was never sealed in the manifest (not adopted)"
     elif record["status"] == "skipped" and plan.skip_reason:
         keep, why = True, f"skipped: {plan.skip_reason}"
     else:
