@@ -6,7 +6,6 @@ artifact runs its missing runs through ``execute`` again, so there is one way a 
 
 from __future__ import annotations
 
-import json
 import signal
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -17,10 +16,10 @@ from orchestrator.data import PreparedSplit
 from orchestrator.engines import EngineInfo
 from orchestrator.jsonio import write_json
 from orchestrator.parity import check_against_spec
+from orchestrator.result_read import REJECTED_RESULT, read_result
 from orchestrator.runtimes import Execution, RunPaths, Runtime
-from orchestrator.schemas import SchemaError, validate
 
-REJECTED_RESULT = "result.rejected.json"
+__all__ = ["REJECTED_RESULT", "Attempt", "RunMonitor", "judge", "run_attempt"]
 
 
 class RunMonitor(Protocol):
@@ -87,22 +86,25 @@ def _ended(code: int | None) -> str:
     return f"engine exited with code {code}"
 
 
+NO_PARITY: dict[str, Any] = {"checked": False, "ok": False, "mismatches": []}
+
+
 def judge(spec: dict[str, Any], execution: Execution, result_path: Path) -> tuple[str, str | None, dict[str, Any] | None, dict[str, Any]]:
-    """(status, reason, result or None, parity verdict) of one finished execution."""
-    no_parity = {"checked": False, "ok": False, "mismatches": []}
-    result = None
-    if result_path.is_file():
-        try:
-            result = json.loads(result_path.read_text())
-            validate(result, "engine-result")
-        except (ValueError, SchemaError) as exc:
-            # Keep the engine's output as evidence, under a name no schema applies to.
-            result_path.replace(result_path.with_name(REJECTED_RESULT))
-            reason = f"engine result does not match its schema: {exc}" if isinstance(exc, SchemaError) else "engine result is not JSON"
-            reason += f" (kept as {REJECTED_RESULT})"
-            if execution.outcome in ("timeout", "interrupted"):
-                return execution.outcome, execution.detail, None, no_parity
-            return "invalid", reason, None, no_parity
+    """(status, reason, result or None, parity verdict) of one finished execution. Whatever the engine
+    wrote, judging never raises: a failure while judging makes this run ``invalid`` with the reason."""
+    try:
+        return _judge(spec, execution, result_path)
+    except Exception as exc:  # one hostile result must not end the scenario
+        return "invalid", f"engine result could not be judged: {exc.__class__.__name__}: {str(exc)[:200]}", None, dict(NO_PARITY)
+
+
+def _judge(spec: dict[str, Any], execution: Execution, result_path: Path) -> tuple[str, str | None, dict[str, Any] | None, dict[str, Any]]:
+    no_parity = dict(NO_PARITY, mismatches=[])
+    result, reason = read_result(result_path)
+    if reason is not None:
+        if execution.outcome in ("timeout", "interrupted"):
+            return execution.outcome, execution.detail, None, no_parity
+        return "invalid", reason, None, no_parity
     if execution.outcome in ("timeout", "interrupted"):
         return execution.outcome, execution.detail, result, no_parity
     if execution.outcome == "error":

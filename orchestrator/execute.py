@@ -15,6 +15,7 @@ import yaml
 from orchestrator import signals
 from orchestrator.artifacts import Artifact, create_artifact, write_manifest
 from orchestrator.artifacts.layout import SCENARIO, SUMMARY, utc_now
+from orchestrator.artifacts.seal import flag_tampered
 from orchestrator.attempt import RunMonitor, describe_mismatches, run_attempt
 from orchestrator.data import PreparedSplit, prepare_split
 from orchestrator.engines import EngineInfo, get_engine
@@ -349,7 +350,10 @@ def _run_plans(artifact: Artifact, scenario: Scenario, plans: list[RunPlan], spl
 
 def _finish(artifact: Artifact, scenario: Scenario, records: list[dict[str, Any]], results: dict[str, dict[str, Any]],
             reporter: Reporter, gpus: dict[str, Any], interrupted: bool) -> Outcome:
-    """Cross-engine parity, summary and the final manifest."""
+    """Seals, cross-engine parity, summary and the final manifest."""
+    for record in flag_tampered(artifact.root, records):  # a run whose files changed after it was sealed
+        write_json(artifact.run_dir(record["run_id"]) / "run.json", record, "run-record")
+        reporter.note(f"{record['run_id']}: {record['reason']}")
     findings = _cross_check(records, results)
     for finding in findings:
         record = next(r for r in records if r["run_id"] == finding["run_id"])

@@ -21,15 +21,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 import shutil
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from orchestrator.artifacts import Artifact, open_artifact, write_manifest
-from orchestrator.artifacts.layout import MANIFEST, SCENARIO, SCHEMA_OF, SUMMARY
+from orchestrator.artifacts import Artifact, open_artifact, seal, write_manifest
+from orchestrator.artifacts.layout import MANIFEST, RUN_ID, RUNS, SCENARIO, SCHEMA_OF, SUMMARY
 from orchestrator.engines import discover
 from orchestrator.errors import BadInput
 from orchestrator.maxbatch import MAXBATCH_DIR, SEARCH_FILE, resolve_max_batch
@@ -37,7 +36,6 @@ from orchestrator.scenario import RunPlan, Scenario, expand, load_scenario
 from orchestrator.schemas import SchemaError, validate
 
 ATTEMPTS = "attempts"
-RUN_ID = re.compile(r"^(?P<engine>.+)-(?P<precision>[^-]+)-(?P<path>[^-]+)-b(?P<batch>\d+)-d(?P<devices>\d+)-r(?P<repeat>\d+)$")
 
 
 @dataclass
@@ -163,17 +161,23 @@ def expected_plans(artifact: Artifact, scenario: Scenario) -> tuple[list[RunPlan
     return known, unsearched
 
 
-def _state(run_dir: Path, plan: RunPlan, spec: dict[str, Any] | None) -> RunState:
-    """What resume does with the run of ``run_dir`` (which may not exist)."""
+def _state(run_dir: Path, plan: RunPlan, spec: dict[str, Any] | None, sealed: set[str]) -> RunState:
+    """What resume does with the run of ``run_dir`` (which may not exist); ``sealed``: the files the
+    manifest lists (a run is kept only on files bench sealed, never on what an interrupted run left)."""
     record = _read_json(run_dir / "run.json", "run-record") if run_dir.is_dir() else None
     result = None
-    if not run_dir.is_dir():
+    rel = f"{RUNS}/{run_dir.name}"
+    if run_dir.is_dir() and record is not None and f"{rel}/run.json" not in sealed:
+        keep, why = False, "its record was never sealed in the manifest (an interrupted run; not adopted)"
+    elif not run_dir.is_dir():
         keep, why = bool(plan.skip_reason), f"skipped: {plan.skip_reason}" if plan.skip_reason else "never started"
     elif record is None:
         keep, why = False, "no run record"
     elif record["status"] == "ok":
         result = _read_json(run_dir / "result.json", "engine-result")
         keep, why = (True, "ok") if result is not None else (False, "recorded ok but its result is missing or invalid")
+        if result is not None and f"{rel}/result.json" not in sealed:
+            keep, why = False, "recorded ok but its result was never sealed in the manifest (not adopted)"
     elif record["status"] == "skipped" and plan.skip_reason:
         keep, why = True, f"skipped: {plan.skip_reason}"
     else:
@@ -184,6 +188,8 @@ def _state(run_dir: Path, plan: RunPlan, spec: dict[str, Any] | None) -> RunStat
 def plan_resume(folder: Path, runtime: str | None = None, device: str | None = None) -> ResumePlan:
     """Read the artifact and decide which runs to keep and which to run (changes nothing)."""
     artifact = open_artifact(folder)
+    manifest = _read_json(artifact.root / MANIFEST, "manifest") or {}
+    sealed = {item["path"] for item in manifest.get("files") or []}
     run_dirs = artifact.run_dirs()
     specs = {d: _read_json(d / "spec.json", "run-spec") for d in run_dirs}
     any_spec = next((s for s in specs.values() if s), None)
@@ -202,18 +208,17 @@ def plan_resume(folder: Path, runtime: str | None = None, device: str | None = N
             raise BadInput(f"{run_dir}: neither a run record nor a spec, and '{run_dir.name}' is not a run id")
         expected = next((p for p in known if p.run_id == plan.run_id), None)
         plan = expected or _with_skip(plan)
-        runs.append(_state(run_dir, plan, specs[run_dir]))
+        runs.append(_state(run_dir, plan, specs[run_dir], sealed))
         seen.add(plan.run_id)
     for plan in known:
         if plan.run_id not in seen:
-            runs.append(_state(artifact.run_dir(plan.run_id), plan, None))
+            runs.append(_state(artifact.run_dir(plan.run_id), plan, None, sealed))
     runs.sort(key=lambda r: _order(scenario, r.plan))
     if runtime is None:
         used = Counter(r.record["runtime"]["name"] for r in runs if r.record and r.record["runtime"].get("name") not in (None, "none"))
         runtime = used.most_common(1)[0][0] if used else "auto"
     if not runs and not unsearched:
         raise BadInput(f"{folder}: the artifact's scenario has no runs")
-    manifest = _read_json(artifact.root / MANIFEST, "manifest") or {}
     finished = bool(manifest.get("complete")) and (artifact.root / SUMMARY).is_file()
     return ResumePlan(artifact, scenario, runs, device or recorded_device, runtime, unsearched, finished)
 
@@ -226,23 +231,32 @@ def next_attempt(artifact: Artifact, run_id: str) -> Path:
     return base / str(n)
 
 
+def _rel(artifact: Artifact, path: Path) -> str:
+    return path.relative_to(artifact.root).as_posix()
+
+
 def move_aside(artifact: Artifact, folder: Path, name: str) -> Path:
     """Move an old run (or probe) folder to attempts/<name>/<N>/; documents that fail their schema get '.rejected'."""
     target = next_attempt(artifact, name)
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.move(str(folder), str(target))
+    seal.moved(artifact.root, _rel(artifact, folder), _rel(artifact, target))
     for name, schema in SCHEMA_OF.items():
         path = target / name
         if path.is_file() and _read_json(path, schema) is None:
             path.rename(path.with_name(path.name + ".rejected"))
+            seal.moved(artifact.root, _rel(artifact, path), _rel(artifact, path) + ".rejected")
     return target
 
 
-def resume(plan: ResumePlan, settings: dict[str, Any], reporter: Any):
-    """Run ``plan.to_run`` into the artifact, keeping the valid runs; returns the executor's Outcome."""
+def resume(plan: ResumePlan, settings: dict[str, Any], reporter: Any, forced: bool = False):
+    """Run ``plan.to_run`` into the artifact, keeping the valid runs; returns the executor's Outcome.
+    The seals start from the manifest (checked by the caller), or from the files as they are when
+    ``forced`` (a resume forced over integrity problems, recorded in integrity.json)."""
     from orchestrator.execute import RunOptions, note_dataset, prepare_dataset, prepare_runtimes, run_plans
 
     scenario, artifact = plan.scenario, plan.artifact
+    seal.start(artifact.root, trust_current=forced)
     todo = plan.to_run
     engines = sorted({r.plan.engine for r in todo if not r.plan.skip_reason} | {p.engine for p in plan.unsearched})
     options = RunOptions(runtime=plan.runtime, device=plan.device, out_root=artifact.root.parent.parent, settings=settings)

@@ -1,11 +1,12 @@
 """Integrity of an artifact before bench writes into it again (``bench scenario resume``).
 
-An artifact whose listed files are missing or modified, or that holds links or special files, was
-changed after bench wrote it: resume refuses it (exit 2), because rewriting the manifest would make
-the change pass validation. ``--force`` resumes anyway and records the override, with the problems
+An artifact whose listed files are missing or modified, that holds links, special files, entries
+outside the layout or files the manifest does not list (outside the folders it declares in flight),
+was changed after bench wrote it: resume refuses it (exit 2), because rewriting the manifest would
+make the change pass validation. ``--force`` resumes anyway and records the override, with the problems
 found, in ``integrity.json`` (listed in the manifest like every file), which ``bench results show``
-and ``bench results validate`` then point out. Files that are not listed are not counted: an
-interrupted run leaves them (they are checked by the run's own schemas on resume).
+and ``bench results validate`` then point out. The unlisted files of a folder in flight are what an
+interrupted run left: not counted, and never kept as a measured run (see :mod:`orchestrator.resume`).
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import fnmatch
+import re
 import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -20,6 +21,12 @@ SUMMARY = "summary.json"
 SCENARIO = "scenario.yaml"
 RUNS = "runs"
 INTEGRITY = "integrity.json"  # overrides of integrity checks (resume --force), see artifacts.integrity
+RUN_ID = re.compile(r"^(?P<engine>.+)-(?P<precision>[^-]+)-(?P<path>[^-]+)-b(?P<batch>\d+)-d(?P<devices>\d+)-r(?P<repeat>\d+)$")
+
+# what an artifact may hold at its top level (attempts: resume's earlier attempts; maxbatch: the
+# maximal batch searches; init: the shared initial weights): anything else is outside the layout
+TOP_FILES = frozenset({SCENARIO, SUMMARY, MANIFEST, INTEGRITY})
+TOP_FOLDERS = frozenset({RUNS, "attempts", "maxbatch", "init"})
 
 # the only files a published copy may leave out (artifacts.publish): bench's shared initial weights, re-made from the seed
 OMITTABLE = ("init/*.safetensors", "runs/*/init.safetensors")
@@ -49,6 +56,20 @@ class Artifact:
     def run_dirs(self) -> list[Path]:
         runs = self.root / RUNS
         return sorted(p for p in runs.iterdir() if p.is_dir()) if runs.is_dir() else []
+
+
+def layout_problem(rel: str, kind: str) -> str | None:
+    """Why the entry ``rel`` (of ``kind`` file | dir | ...) is outside an artifact's layout, or None."""
+    parts = rel.split("/")
+    if any(part.startswith(".") for part in parts):
+        return "dot-named entry, outside the artifact's layout"
+    if len(parts) == 1 and not ((parts[0] in TOP_FILES and kind != "dir") or (parts[0] in TOP_FOLDERS and kind == "dir")):
+        return f"unknown top-level {'folder' if kind == 'dir' else 'entry'}, outside the artifact's layout"
+    if len(parts) == 2 and parts[0] == RUNS and (kind != "dir" or not RUN_ID.match(parts[1])):
+        return "not a run folder (runs/ holds one folder per run id), outside the artifact's layout"
+    if len(parts) == 3 and parts[0] == "attempts" and not parts[2].isdigit():
+        return "not an attempt folder (attempts/<run id>/<N>/), outside the artifact's layout"
+    return None
 
 
 def utc_stamp() -> str:

@@ -1,5 +1,6 @@
 """Re-check an artifact folder: manifest schema, every file's hash, every document's schema, and
-nothing but the listed files: every other entry (dot-files, links, FIFOs, devices) is a problem.
+nothing but the listed files: every other entry (dot-files, links, FIFOs, devices) is a problem, as
+is every folder or name outside the layout (:func:`orchestrator.artifacts.layout.layout_problem`).
 
 Nothing here follows a link: the folder is walked with ``lstat`` and files are opened with
 ``O_NOFOLLOW`` at every step (see :mod:`orchestrator.artifacts.walk`).
@@ -15,22 +16,23 @@ from pathlib import Path
 
 import yaml
 
-from orchestrator.artifacts.layout import MANIFEST, SCENARIO, SCHEMA_OF, omittable
+from orchestrator.artifacts.layout import MANIFEST, SCENARIO, SCHEMA_OF, layout_problem, omittable
 from orchestrator.artifacts.manifest import in_flight
 from orchestrator.artifacts.walk import Entry, open_no_follow, read_bytes_no_follow, walk
 from orchestrator.schemas import SchemaError, validate
 
 MAX_DOCUMENT_BYTES = 256 << 20  # a JSON document of an artifact larger than this is not read
 
-# kinds of problem: what resume's integrity check counts as tampering (all but "unlisted" and "schema")
-TAMPER_KINDS = frozenset({"manifest", "missing", "modified", "link", "special"})
+# kinds of problem: what resume's integrity check counts as tampering (all but "schema" and "other"):
+# a file outside the folders the manifest declares in flight that it does not list was not written by bench
+TAMPER_KINDS = frozenset({"manifest", "missing", "modified", "link", "special", "unlisted", "layout"})
 
 
 @dataclass(frozen=True)
 class ArtifactProblem:
     path: str
     problem: str
-    kind: str = "other"  # manifest | missing | modified | link | special | unlisted | schema | other
+    kind: str = "other"  # manifest | missing | modified | link | special | unlisted | layout | schema | other
 
     def __str__(self) -> str:
         return f"{self.path}: {self.problem}"
@@ -134,4 +136,8 @@ def validate_artifact(root: Path) -> list[ArtifactProblem]:
             problems.append(ArtifactProblem(rel, "not a regular file (FIFO, socket or device), not listed in the manifest", "special"))
         elif not in_flight(rel, flying):  # a regular file of the run bench was writing when it stopped
             problems.append(ArtifactProblem(rel, "not listed in the manifest", "unlisted"))
+    for rel, entry in entries.items():  # folders and names outside the layout (empty dot-folders, runs/not-a-run)
+        outside = None if in_flight(rel, flying) else layout_problem(rel, entry.kind)
+        if outside:
+            problems.append(ArtifactProblem(rel, outside, "layout"))
     return problems

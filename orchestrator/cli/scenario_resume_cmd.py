@@ -37,26 +37,41 @@ def resume_cmd(
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Echo engine output."),
 ) -> None:
     """Run again, into the same artifact, every run that has no valid result; keep the valid ones."""
-    from orchestrator.resume import plan_resume, resume
-    from orchestrator.runtimes.slurm_job import settings_from_cli
+    from orchestrator.artifacts.lock import artifact_lock
+    from orchestrator.resume import plan_resume
 
     if device is not None and device not in ("auto", "cpu", "cuda"):
         raise BadInput(f"--device: '{device}' is not one of auto, cpu, cuda")
     artifact_dir = artifact_dir.resolve()
-    _check_integrity(artifact_dir, force, dry_run)
+    if dry_run:
+        _check_integrity(artifact_dir, force, dry_run)
+        _show(plan_resume(artifact_dir, runtime, device), as_json, dry_run)
+        return
+    if not artifact_dir.is_dir():
+        raise BadInput(f"{artifact_dir}: not a bench artifact (no such folder)")
+    with artifact_lock(artifact_dir):  # one resume of an artifact at a time
+        _resume(artifact_dir, runtime, device, python, force, as_json, verbose,
+                (slurm_partition, slurm_account, slurm_time, slurm_gpus, slurm_sbatch_args, slurm_mode, slurm_container, None, slurm_shared_dir))
+
+
+def _resume(artifact_dir: Path, runtime: str | None, device: str | None, python: str | None, force: bool, as_json: bool,
+            verbose: bool, slurm_values: tuple) -> None:
+    from orchestrator.resume import plan_resume, resume
+    from orchestrator.runtimes.slurm_job import settings_from_cli
+
+    forced = bool(_check_integrity(artifact_dir, force, False))
     plan = plan_resume(artifact_dir, runtime, device)
-    if dry_run or plan.nothing_to_do:
-        _show(plan, as_json, dry_run)
+    if plan.nothing_to_do:
+        _show(plan, as_json, False)
         return
     settings: dict = {"interpreter": python} if python else {}
-    slurm = settings_from_cli(slurm_partition, slurm_account, slurm_time, slurm_gpus, slurm_sbatch_args, slurm_mode,
-                              slurm_container, None, slurm_shared_dir)
+    slurm = settings_from_cli(*slurm_values)
     if slurm:
         settings["slurm"] = slurm
     reporter = RichReporter(quiet=as_json, verbose=verbose)
     reporter.note(f"resuming {plan.artifact.root}: {len(plan.to_run) + len(plan.unsearched)} of {len(plan.runs) + len(plan.unsearched)} runs to run "
                   f"(runtime {plan.runtime}, device {plan.device})")
-    outcome = resume(plan, settings, reporter)
+    outcome = resume(plan, settings, reporter, forced=forced)
     if as_json:
         print_json({"artifact": str(outcome.artifact.root), **outcome.summary})
     else:
@@ -65,7 +80,7 @@ def resume_cmd(
     raise typer.Exit(outcome.exit_code)
 
 
-def _check_integrity(artifact_dir: Path, force: bool, dry_run: bool) -> None:
+def _check_integrity(artifact_dir: Path, force: bool, dry_run: bool) -> list:
     """Hashes first: refuse (exit 2) a changed artifact unless --force (then recorded in the artifact)."""
     from orchestrator.artifacts import open_artifact
     from orchestrator.artifacts.integrity import check_before_resume
@@ -75,6 +90,7 @@ def _check_integrity(artifact_dir: Path, force: bool, dry_run: bool) -> None:
     if problems:
         err.print(f"[yellow]warning[/] --force: resuming over {len(problems)} integrity problem(s), first: {markup(str(problems[0]))}"
                   + ("" if dry_run else " (recorded in integrity.json)"))
+    return problems
 
 
 def _show(plan, as_json: bool, dry_run: bool) -> None:

@@ -64,9 +64,11 @@ def test_tampered_or_missing_files_fail_validation(capsys, monkeypatch, tmp_path
     (artifact / "extra.txt").write_text("sneaked in")
     log = next(artifact.glob("runs/*/engine.log"))
     log.unlink()
-    problems = {Path(p.path).name: p.problem for p in validate_artifact(artifact)}
+    problems: dict[str, str] = {}
+    for p in validate_artifact(artifact):
+        problems[Path(p.path).name] = problems.get(Path(p.path).name, "") + p.problem + "; "
     assert "modified" in problems["result.json"]
-    assert "not listed" in problems["extra.txt"]
+    assert "not listed" in problems["extra.txt"] and "outside the artifact's layout" in problems["extra.txt"]
     assert "missing" in problems["engine.log"]
     code, _, err = run_cli(capsys, monkeypatch, "results", "validate", str(artifact))
     assert code == 1 and "modified" in err

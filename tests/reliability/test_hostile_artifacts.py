@@ -129,9 +129,20 @@ def test_resume_refuses_links_and_fifos(artifact: Path, capsys, monkeypatch) -> 
     assert code == 2 and "runs/x" in err
 
 
+def declare_in_flight(artifact: Path, folder: str) -> None:
+    """Make the manifest say what bench's own manifest says while a run is in flight (bench killed then)."""
+    manifest = json.loads((artifact / "manifest.json").read_text())
+    manifest.update(complete=False, in_flight=[folder])
+    manifest["files"] = [f for f in manifest["files"] if not f["path"].startswith(folder + "/")]
+    (artifact / "manifest.json").write_text(json.dumps(manifest))
+
+
 def test_untampered_interrupted_artifact_still_resumes(artifact: Path, capsys, monkeypatch) -> None:
-    """Unlisted files alone (what an interrupted run leaves) are not tampering: resume proceeds."""
-    (_ok_run(artifact).parent / "fake2-bf16-optimized-b16-d1-r1").mkdir()
-    ((_ok_run(artifact).parent / "fake2-bf16-optimized-b16-d1-r1") / "engine.log").write_text("partial\n")
+    """Unlisted files of the folder the manifest declares in flight (what an interrupted run leaves) are
+    not tampering: resume proceeds; the same files outside a folder in flight are (see test_hostile_resume)."""
+    run = _ok_run(artifact).parent / "fake2-bf16-optimized-b16-d1-r1"
+    run.mkdir()
+    (run / "engine.log").write_text("partial\n")
+    declare_in_flight(artifact, run.relative_to(artifact).as_posix())
     code, _, err = call(capsys, monkeypatch, "scenario", "resume", str(artifact), "--runtime", "local", "--dry-run")
     assert code == 0, err

@@ -4,6 +4,7 @@ the window cap, the engine log line and the atomic writer (used by the entrypoin
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 import sys
@@ -33,9 +34,25 @@ def write_text_atomic(path: Path, text: str) -> None:
         raise
 
 
+def finite_only(value: Any) -> Any:
+    """``value`` with every NaN or infinite float replaced by None (strict JSON has no token for them)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: finite_only(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite_only(item) for item in value]
+    return value
+
+
 def write_json_atomic(path: Path, payload: dict[str, Any]) -> None:
-    """Write ``payload`` as indented JSON atomically."""
-    write_text_atomic(path, json.dumps(payload, indent=2) + "\n")
+    """Write ``payload`` as indented, strict JSON atomically: a NaN or infinite float (a diverged loss)
+    is written as null, never as the non-JSON token ``NaN``."""
+    try:
+        text = json.dumps(payload, indent=2, allow_nan=False)
+    except ValueError:
+        text = json.dumps(finite_only(payload), indent=2, allow_nan=False)
+    write_text_atomic(path, text + "\n")
 
 
 def log(message: str) -> None:
