@@ -111,11 +111,26 @@ def test_gzip_bomb_unlisted(tmp_path: Path, private_tmp, capsys, monkeypatch) ->
     _check_refused(path, "not listed in the manifest", private_tmp, capsys, monkeypatch)
 
 
-def test_gzip_bomb_past_the_bound(tmp_path: Path, private_tmp, capsys, monkeypatch) -> None:
-    """Listed with its true size, but past the bound on an archive's content: the decompressed stream stops."""
-    monkeypatch.setattr(extract, "MAX_BYTES", 8 << 20)
+def _free_space(monkeypatch: pytest.MonkeyPatch, free: int) -> None:
+    """The destination of the extraction has ``free`` bytes free."""
+    import shutil
+
+    usage = shutil.disk_usage("/")
+    monkeypatch.setattr(extract.shutil, "disk_usage", lambda _path: type(usage)(usage.total, usage.total - free, free))
+
+
+def test_gzip_bomb_past_the_free_space(tmp_path: Path, private_tmp, capsys, monkeypatch) -> None:
+    """Listed with its true size, but more than the destination holds: the decompressed stream stops there."""
+    _free_space(monkeypatch, 8 << 20)
     monkeypatch.setattr(extract, "MAX_MANIFEST", 1 << 20)
     path = _archive(tmp_path / "bomb.tar.gz", _manifest({"zeros": 64 << 20}), [_zeros_member("a/zeros", 64 << 20)])
+    _check_refused(path, "expands beyond", private_tmp, capsys, monkeypatch)
+
+
+def test_gzip_bomb_past_the_declared_sizes(tmp_path: Path, private_tmp, capsys, monkeypatch) -> None:
+    """A manifest declaring 1 KiB, a member of 64 MiB: the stream stops past what the manifest declares."""
+    path = _archive(tmp_path / "bomb.tar.gz", _manifest({"zeros": 1024}), [_zeros_member("a/zeros", 64 << 20)])
+    assert path.stat().st_size < 1 << 20
     _check_refused(path, "expands beyond", private_tmp, capsys, monkeypatch)
 
 
