@@ -70,6 +70,7 @@ def test_every_results_verb_reads_the_archive(artifact: Path, make_artifact: Cal
                  ["report", archive, "--out", tmp_path / "report"]):
         code, out, err = run_cli(["results", *args], monkeypatch, capsys)
         assert code == 0 and "warning" not in err, (args, err)
+        assert args[0] != "show" or "pytorch" in out, out
     assert (tmp_path / "report" / "report.md").is_file()
 
 
