@@ -220,8 +220,6 @@ USER: tuple[EnvVar, ...] = (
     EnvVar("BENCH_ENGINE_PATH", "path-list", "extra engine folders (absolute, `:`-separated), each with a valid `engine.yaml`",
            engine_path),
     EnvVar("BENCH_IMAGES_LOCK", "file", "the images lock file instead of `images/images.lock.json`", writable_file),
-    EnvVar("BENCH_ARCHIVE_MAX_BYTES", "number", "bound on an archive's extracted content, bytes (default 1 GiB)",
-           number(1, 2**50, integer=True)),
     EnvVar("BENCH_DOCKER_SHM_SIZE", "size", "a container's `/dev/shm` (default `8g`)", docker_size),
     EnvVar("BENCH_SLURM_PARTITION", "text", "Slurm `--partition` (fallback of `--slurm-partition`)", slurm_value("partition")),
     EnvVar("BENCH_SLURM_ACCOUNT", "text", "Slurm `--account`", slurm_value("account")),

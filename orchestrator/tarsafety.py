@@ -14,8 +14,11 @@ import tarfile
 _DRIVE = re.compile(r"^[A-Za-z]:")
 
 
-def member_problem(member: tarfile.TarInfo) -> str | None:
-    """Why ``member`` may not be read or extracted (None: a plain file or folder with a safe relative name)."""
+def member_problem(member: tarfile.TarInfo, hard_links: bool = False) -> str | None:
+    """Why ``member`` may not be read or extracted (None: a plain file or folder with a safe relative name).
+
+    ``hard_links``: let a hard link through (artifact archives store a hard-linked file once); the caller
+    must then check its target is a regular file member it has already accepted."""
     name = member.name
     if not name or "\x00" in name:
         return "empty or malformed name"
@@ -27,7 +30,7 @@ def member_problem(member: tarfile.TarInfo) -> str | None:
         return "backslash in the path"
     if member.issym():
         return f"symbolic link to {member.linkname!r}"
-    if member.islnk():
+    if member.islnk() and not hard_links:
         return f"hard link to {member.linkname!r}"
     if member.ischr() or member.isblk():
         return "not a regular file (device)"
@@ -35,6 +38,6 @@ def member_problem(member: tarfile.TarInfo) -> str | None:
         return "not a regular file (FIFO)"
     if member.issparse():
         return "sparse file"
-    if not (member.isfile() or member.isdir()):
+    if not (member.isfile() or member.isdir() or member.islnk()):
         return f"not a regular file (type {member.type!r})"
     return None

@@ -81,7 +81,8 @@ def artifact_folder(path: Path) -> Iterator[Path]:
         yield root
 
 
-def _tarinfo(name: str, source: Path | None) -> tarfile.TarInfo:
+def _tarinfo(name: str, source: Path | None, link_to: str | None = None) -> tarfile.TarInfo:
+    """A normalised member: a folder (no ``source``), a file, or a hard link to the file member ``link_to``."""
     info = tarfile.TarInfo(name)
     info.uid = info.gid = 0
     info.uname = info.gname = ""
@@ -89,16 +90,45 @@ def _tarinfo(name: str, source: Path | None) -> tarfile.TarInfo:
         info.type = tarfile.DIRTYPE
         info.mode = 0o755
         info.mtime = 0
+        return info
+    stat = source.stat()
+    info.mode = 0o644
+    info.mtime = int(stat.st_mtime)
+    if link_to is not None:
+        info.type, info.linkname, info.size = tarfile.LNKTYPE, link_to, 0
     else:
-        stat = source.stat()
         info.size = stat.st_size
-        info.mode = 0o644
-        info.mtime = int(stat.st_mtime)
     return info
 
 
+def _write_members(tar: tarfile.TarFile, root: Path) -> None:
+    """The top folder, the manifest first, then every listed file; a file hard-linked to one already
+    stored becomes a hard-link member (stored once, restored as a link by the extraction)."""
+    top = root.name
+    tar.addfile(_tarinfo(top, None))
+    dirs: set[str] = set()
+    stored: dict[tuple[int, int], str] = {}  # (device, inode) -> the member name holding its data
+    for path in [root / MANIFEST, *listed_files(root)]:
+        rel = path.relative_to(root)
+        for parent in reversed(list(rel.parents)[:-1]):
+            if parent.as_posix() not in dirs:
+                dirs.add(parent.as_posix())
+                tar.addfile(_tarinfo(f"{top}/{parent.as_posix()}", None))
+        name = f"{top}/{rel.as_posix()}"
+        stat = path.stat()
+        identity = (stat.st_dev, stat.st_ino)
+        if stat.st_nlink > 1 and identity in stored:
+            tar.addfile(_tarinfo(name, path, link_to=stored[identity]))
+            continue
+        with open(path, "rb") as handle:
+            tar.addfile(_tarinfo(name, path), handle)
+        if stat.st_nlink > 1:
+            stored[identity] = name
+
+
 def create_archive(folder: Path, out: Path | None = None, force: bool = False) -> Path:
-    """Write ``folder`` (a valid artifact) as ``out`` (.tar.gz); BadInput when it cannot or should not."""
+    """Write ``folder`` (a valid artifact) as ``out`` (.tar.gz); BadInput when it cannot or should not
+    (an invalid artifact, an output inside it, an existing one, a place that cannot be written, a full disk)."""
     problems = validate_artifact(folder)
     if problems:
         raise BadInput(f"{folder}: not archived, the artifact has {len(problems)} problem(s): {problems[0]}"
@@ -111,29 +141,25 @@ def create_archive(folder: Path, out: Path | None = None, force: bool = False) -
         raise BadInput(f"{out}: exists (use --force to replace it)")
     if out.is_dir():
         raise BadInput(f"--out {out}: is a folder")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    top = root.name
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
+    except OSError as exc:
+        raise BadInput(f"--out {out}: cannot write there ({exc.strerror or exc})") from None
     try:
         with os.fdopen(fd, "wb") as raw:
             with gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as zipped, \
                     tarfile.open(fileobj=zipped, mode="w", format=tarfile.PAX_FORMAT) as tar:
-                tar.addfile(_tarinfo(top, None))
-                dirs: set[str] = set()
-                for path in [root / MANIFEST, *listed_files(root)]:
-                    rel = path.relative_to(root)
-                    for parent in reversed(list(rel.parents)[:-1]):
-                        if parent.as_posix() not in dirs:
-                            dirs.add(parent.as_posix())
-                            tar.addfile(_tarinfo(f"{top}/{parent.as_posix()}", None))
-                    with open(path, "rb") as handle:
-                        tar.addfile(_tarinfo(f"{top}/{rel.as_posix()}", path), handle)
+                _write_members(tar, root)
             raw.flush()
             os.fsync(raw.fileno())
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, out)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise BadInput(f"--out {out}: cannot write the archive ({exc.strerror or exc}); nothing was written") from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -1,12 +1,14 @@
 """Bounded, two-pass extraction of an artifact archive (.tar, .tar.gz, .tar.bz2, .tar.xz).
 
 Pass 1 streams through the archive without writing anything: every member is vetted (no absolute
-path, ``..``, drive letter, link, device, FIFO, sparse file or duplicate), ``manifest.json`` is read
-(at most MAX_MANIFEST bytes) and every other file must be listed in it with the size it declares.
-The declared total must fit under MAX_BYTES and in the free space of the temporary folder. Pass 2
-streams again and writes only what pass 1 accepted, each file stopped at its declared size. Both
-passes count the decompressed bytes and stop past the archive's bound, so a gzip bomb costs
-bounded time and memory and a sparse or oversized member costs no disk at all.
+path, ``..``, drive letter, symbolic link, device, FIFO, sparse file or duplicate; a hard link only to
+a regular file member before it), ``manifest.json`` is read (at most MAX_MANIFEST bytes), every other
+file must be listed in it with the size it declares and every folder must hold a listed file. The
+decompressed stream is bounded by what the manifest declares (and, before the manifest is read, by
+the free space of the destination): a gzip bomb costs bounded time and memory. The files to write
+(hard links counted once) must fit in the destination's free space. Pass 2 streams again and writes
+only what pass 1 accepted, each file stopped at its declared size, each hard link restored as a link
+to the file this pass wrote. A sparse or oversized member costs no disk at all.
 """
 
 from __future__ import annotations
@@ -29,10 +31,11 @@ from orchestrator.schemas import SchemaError, validate
 from orchestrator.tarsafety import member_problem
 
 MAX_MEMBERS = 200_000
-MAX_BYTES = int(os.environ.get("BENCH_ARCHIVE_MAX_BYTES") or 1 << 30)  # content of one archive, 1 GiB unless told
 MAX_MANIFEST = 64 << 20
+MAX_PROBLEMS = 20  # pass 1 stops after this many problems (150,000 unlisted folders cost no more than 20)
 HEADER_ALLOWANCE = 4 << 10  # decompressed bytes allowed per member beyond its data (headers, long names, padding)
-DISK_MARGIN = 64 << 20  # free space left in the temporary folder after extraction
+BLOCK = 4096  # disk allocation unit assumed per file and folder when checking free space
+DISK_MARGIN = 1 << 20  # free space left in the destination after extraction
 STREAM_ERRORS = (tarfile.TarError, OSError, EOFError, zlib.error, lzma.LZMAError, ValueError)
 
 
@@ -85,15 +88,34 @@ def _stream(path: Path, limit: int) -> tuple[_Limited, tarfile.TarFile]:
         raise
 
 
+# what an archive may hold before its manifest (bench writes the manifest first, after the top folder)
+PRE_MANIFEST_BYTES = 256 << 20
+PRE_MANIFEST_MEMBERS = 10_000
+
+
 @dataclass
 class Vetted:
-    """What pass 1 accepted: the top folder ('' if none), files with their sizes, the folders."""
+    """What pass 1 accepted: the top folder ('' if none), files with their sizes, hard links, the folders."""
 
     top: str = ""
-    files: dict[str, int] = field(default_factory=dict)  # archive name -> size
+    files: dict[str, int] = field(default_factory=dict)  # archive name (normalised) -> size
+    links: dict[str, str] = field(default_factory=dict)  # hard link's name -> the regular file member it links to
     dirs: set[str] = field(default_factory=set)
     manifest: dict[str, Any] | None = None
+    declared: dict[str, int] | None = None  # artifact path -> bytes, once the manifest is read
     decompressed: int = 0
+
+    @property
+    def prefix(self) -> str:
+        return f"{self.top}/" if self.top else ""
+
+    def folders(self) -> set[str]:
+        """The folders the manifest implies: the top and every parent of a listed file."""
+        out = {self.top} if self.top else set()
+        for rel in self.declared or {}:
+            parts = rel.split("/")[:-1]
+            out.update(self.prefix + "/".join(parts[:n]) for n in range(1, len(parts) + 1))
+        return out
 
 
 def _key(name: str) -> str:
@@ -108,114 +130,177 @@ def _manifest_name(name: str) -> str | None:
     return parts[0] if len(parts) == 2 else ""
 
 
-def _scan(path: Path) -> tuple[Vetted, list[ArtifactProblem]]:
-    """Pass 1: vet every member and read the manifest; writes nothing."""
-    vetted, problems, seen = Vetted(), [], set()
-    limited, tar = _stream(path, MAX_BYTES + MAX_MANIFEST + HEADER_ALLOWANCE * 16)
-    with limited, tar:
-        for count, member in enumerate(tar, 1):
-            if count > MAX_MEMBERS:
-                return vetted, [ArtifactProblem("archive", f"too many members (more than {MAX_MEMBERS})")]
-            limited.limit = MAX_BYTES + MAX_MANIFEST + HEADER_ALLOWANCE * (count + 16)  # data, manifest, headers so far
-            why = member_problem(member)
-            if why:
-                problems.append(ArtifactProblem(member.name or "?", f"unsafe archive member: {why}"))
-                continue
-            key = _key(member.name)
-            if key in seen and not member.isdir():
-                problems.append(ArtifactProblem(member.name, "unsafe archive member: duplicate name"))
-            seen.add(key)
-            if member.isdir():
-                vetted.dirs.add(key)
-                continue
-            vetted.files[member.name] = member.size
-            top = _manifest_name(member.name)
-            if top is not None and vetted.manifest is None:
-                if member.size > MAX_MANIFEST:
-                    problems.append(ArtifactProblem(member.name, f"a manifest of {member.size} bytes (limit {MAX_MANIFEST})"))
-                    continue
-                handle = tar.extractfile(member)
-                vetted.top = top
-                vetted.manifest = {"raw": handle.read() if handle else b""}
-        vetted.decompressed = limited.count
-    return vetted, problems
-
-
-def _check_against_manifest(vetted: Vetted, free: int) -> list[ArtifactProblem]:
-    """Every file listed with its declared size; the declared total within the bounds."""
-    raw = (vetted.manifest or {}).get("raw", b"")
+def _read_manifest(raw: bytes, top: str, vetted: Vetted) -> ArtifactProblem | None:
     try:
         manifest = json.loads(raw)
         validate(manifest, "manifest")
     except (ValueError, SchemaError, RecursionError) as exc:
-        return [ArtifactProblem(MANIFEST, f"invalid: {exc}")]
-    vetted.manifest = manifest
-    declared = {entry["path"]: entry["bytes"] for entry in manifest["files"]}
-    prefix = f"{vetted.top}/" if vetted.top else ""
-    problems = []
-    for name, size in vetted.files.items():
-        rel = _key(name)
-        if rel == _key(prefix + MANIFEST):
-            continue
-        if not rel.startswith(prefix):
-            problems.append(ArtifactProblem(name, "outside the artifact's top folder; not extracted"))
-            continue
-        rel = rel[len(prefix):]
-        if rel not in declared:
-            problems.append(ArtifactProblem(rel, "not listed in the manifest; not extracted"))
-        elif declared[rel] != size:
-            problems.append(ArtifactProblem(rel, f"sha256 differs from the manifest (modified: {size} bytes in the archive, "
-                                                 f"{declared[rel]} in the manifest); not extracted"))
-    total = sum(vetted.files.values())
-    if total > MAX_BYTES:
-        problems.append(ArtifactProblem("archive", f"expands to {total} bytes (limit {MAX_BYTES}, $BENCH_ARCHIVE_MAX_BYTES)"))
-    elif total + DISK_MARGIN > free:
-        problems.append(ArtifactProblem("archive", f"expands to {total} bytes, more than the {free} free in the temporary folder"))
+        return ArtifactProblem(MANIFEST, f"invalid: {exc}")
+    vetted.top, vetted.manifest = top, manifest
+    vetted.declared = {entry["path"]: entry["bytes"] for entry in manifest["files"]}
+    return None
+
+
+def _listing_problem(key: str, size: int | None, vetted: Vetted, folders: set[str]) -> ArtifactProblem | None:
+    """A file (``size``) or folder (None) the manifest does not account for."""
+    if key == _key(vetted.prefix + MANIFEST):
+        return None
+    if size is None:
+        return None if key in folders or key == "." else ArtifactProblem(key, "a folder holding no listed file; not extracted")
+    if not key.startswith(vetted.prefix):
+        return ArtifactProblem(key, "outside the artifact's top folder; not extracted")
+    rel = key[len(vetted.prefix):]
+    declared = (vetted.declared or {}).get(rel)
+    if declared is None:
+        return ArtifactProblem(rel, "not listed in the manifest; not extracted")
+    if declared != size:
+        return ArtifactProblem(rel, f"sha256 differs from the manifest (modified: {size} bytes in the archive, "
+                                    f"{declared} in the manifest); not extracted")
+    return None
+
+
+def _vet(member: tarfile.TarInfo, tar: tarfile.TarFile, vetted: Vetted, seen: set[str]) -> ArtifactProblem | None:
+    """Accept one safe member into ``vetted`` (reading the manifest when it is one); a problem otherwise."""
+    key = _key(member.name)
+    if key in seen and not member.isdir():
+        return ArtifactProblem(member.name, "unsafe archive member: duplicate name")
+    seen.add(key)
+    if member.isdir():
+        vetted.dirs.add(key)
+        return None
+    if member.islnk():
+        target = _key(member.linkname)
+        if target not in vetted.files:
+            return ArtifactProblem(member.name, f"unsafe archive member: hard link to {member.linkname!r}, "
+                                                "not a regular file before it in the archive")
+        vetted.links[key] = target
+        return None
+    vetted.files[key] = member.size
+    top = _manifest_name(member.name)
+    if top is None or vetted.manifest is not None:
+        return None
+    if member.size > MAX_MANIFEST:
+        return ArtifactProblem(member.name, f"a manifest of {member.size} bytes (limit {MAX_MANIFEST})")
+    handle = tar.extractfile(member)
+    return _read_manifest(handle.read() if handle else b"", top, vetted)
+
+
+def _scan(path: Path, free: int) -> tuple[Vetted, list[ArtifactProblem]]:
+    """Pass 1: vet every member and read the manifest; writes nothing. The stream is bounded by the data
+    the manifest declares (before it is read: PRE_MANIFEST_BYTES), never more than ``free``."""
+    vetted, problems = Vetted(), []
+    limited, tar = _stream(path, MAX_MANIFEST)
+    with limited, tar:
+        try:
+            _vet_all(tar, limited, vetted, problems, free)
+        except Overflow as exc:
+            problems.append(ArtifactProblem(path.name, f"refused: the archive {exc}: more than its manifest declares or the "
+                                                       "destination's free space (sparse or compressed bomb?)"))
+        vetted.decompressed = limited.count
+    return vetted, problems
+
+
+def _vet_all(tar: tarfile.TarFile, limited: _Limited, vetted: Vetted, problems: list[ArtifactProblem], free: int) -> None:
+    """Pass 1's loop: vet each member, tighten the stream's bound once the manifest is read, stop at MAX_PROBLEMS."""
+    seen: set[str] = set()
+    budget, folders, read = min(free, PRE_MANIFEST_BYTES), set(), MAX_MANIFEST  # read: bytes allowed besides the budget
+    limited.limit = budget + read + HEADER_ALLOWANCE * 16
+    for count, member in enumerate(tar, 1):
+        known = vetted.declared is not None
+        if count > MAX_MEMBERS or (count > PRE_MANIFEST_MEMBERS and not known):
+            bound = f"{MAX_MEMBERS}" if known else f"{PRE_MANIFEST_MEMBERS} before its {MANIFEST}"
+            problems.append(ArtifactProblem("archive", f"too many members (more than {bound})"))
+            return
+        why = member_problem(member, hard_links=True)
+        problem = ArtifactProblem(member.name or "?", f"unsafe archive member: {why}") if why else _vet(member, tar, vetted, seen)
+        if not known and vetted.declared is not None:  # the manifest was just read: its sizes bound the rest
+            budget, folders, read = min(free, sum(vetted.declared.values())), vetted.folders(), limited.count
+        elif known and problem is None:
+            key = _key(member.name)
+            size = None if member.isdir() else vetted.files.get(vetted.links.get(key, key))
+            problem = _listing_problem(key, size, vetted, folders)
+        if problem is not None:
+            problems.append(problem)
+            if len(problems) >= MAX_PROBLEMS:
+                return
+        limited.limit = budget + read + HEADER_ALLOWANCE * (count + 16)  # data, what came before, headers so far
+
+
+def _check_against_manifest(vetted: Vetted, free: int, dest: Path) -> list[ArtifactProblem]:
+    """Every file and link listed with its declared size, every folder implied; the files fit in ``free``."""
+    folders = vetted.folders()
+    problems = [p for p in (_listing_problem(key, size, vetted, folders) for key, size in vetted.files.items()) if p]
+    problems += [p for p in (_listing_problem(key, vetted.files[target], vetted, folders) for key, target in vetted.links.items()) if p]
+    problems += [p for p in (_listing_problem(key, None, vetted, folders) for key in sorted(vetted.dirs)) if p]
+    need = sum(-(-size // BLOCK) * BLOCK for size in vetted.files.values()) + BLOCK * len(vetted.dirs) + DISK_MARGIN
+    if need > free:
+        problems.append(ArtifactProblem("archive", f"needs {need} bytes of disk to extract (hard links counted once), "
+                                                   f"more than the {free} free in {dest} (set TMPDIR elsewhere)"))
     return problems
 
 
 def _write(path: Path, vetted: Vetted, dest: Path) -> None:
     """Pass 2: extract exactly the vetted members into ``dest`` (raises on any difference from pass 1)."""
     base = dest.resolve()
+    written: dict[str, Path] = {}
     limited, tar = _stream(path, vetted.decompressed + HEADER_ALLOWANCE)
     with limited, tar:
         for member in tar:
+            key = _key(member.name)
             target = (base / PurePosixPath(member.name)).resolve()
-            if member_problem(member) or not target.is_relative_to(base):
+            if member_problem(member, hard_links=True) or not target.is_relative_to(base):
                 raise ValueError(f"archive member {member.name!r} changed between reads")
             if member.isdir():
+                if key not in vetted.dirs:
+                    raise ValueError(f"archive member {member.name!r} changed between reads")
                 target.mkdir(parents=True, exist_ok=True, mode=0o755)
                 continue
-            if vetted.files.get(member.name) != member.size:
-                raise ValueError(f"archive member {member.name!r} changed between reads")
+            if target == base:
+                raise ValueError(f"archive member {member.name!r} is the destination itself")
             target.parent.mkdir(parents=True, exist_ok=True, mode=0o755)
-            source = tar.extractfile(member)
-            if source is None:
-                raise ValueError(f"archive member {member.name!r} has no data")
-            with source, open(target, "xb") as sink:
-                copied = 0
-                while chunk := source.read(min(1 << 20, member.size - copied)):
-                    sink.write(chunk)
-                    copied += len(chunk)
-                if copied != member.size:
-                    raise ValueError(f"archive member {member.name!r} is truncated")
-            os.chmod(target, 0o644)
+            if member.islnk():
+                source = written.get(_key(member.linkname))
+                if source is None or vetted.links.get(key) != _key(member.linkname):
+                    raise ValueError(f"archive member {member.name!r} links to a file this extraction did not write")
+                os.link(source, target, follow_symlinks=False)
+                continue
+            if vetted.files.get(key) != member.size:
+                raise ValueError(f"archive member {member.name!r} changed between reads")
+            _copy(tar, member, target)
+            written[key] = target
+
+
+def _copy(tar: tarfile.TarFile, member: tarfile.TarInfo, target: Path) -> None:
+    """One regular member's data into the new file ``target``, exactly ``member.size`` bytes."""
+    source = tar.extractfile(member)
+    if source is None:
+        raise ValueError(f"archive member {member.name!r} has no data")
+    with source, open(target, "xb") as sink:
+        copied = 0
+        while chunk := source.read(min(1 << 20, member.size - copied)):
+            sink.write(chunk)
+            copied += len(chunk)
+        if copied != member.size:
+            raise ValueError(f"archive member {member.name!r} is truncated")
+    os.chmod(target, 0o644)
 
 
 def extract_bounded(path: Path, dest: Path) -> list[ArtifactProblem]:
     """Extract the artifact archive at ``path`` into the empty folder ``dest``; problems (nothing or only
     vetted files written) when it is refused."""
     try:
-        vetted, problems = _scan(path)
+        free = shutil.disk_usage(dest).free
+        vetted, problems = _scan(path, free)
     except Overflow as exc:
-        return [ArtifactProblem(path.name, f"refused: the archive {exc} (sparse or compressed bomb?)")]
+        return [ArtifactProblem(path.name, f"refused: the archive {exc}: more than its manifest declares or the "
+                                           f"destination's free space (sparse or compressed bomb?)")]
     except STREAM_ERRORS as exc:
         return [ArtifactProblem(path.name, f"truncated, corrupt or not a tar archive ({exc.__class__.__name__}: {exc})")]
     if problems:
         return problems
     if vetted.manifest is None:
         return [ArtifactProblem(path.name, f"no {MANIFEST} at the top of the archive or in its single top folder")]
-    problems = _check_against_manifest(vetted, shutil.disk_usage(dest).free)
+    problems = _check_against_manifest(vetted, free, dest)
     if problems:
         return problems
     try:

@@ -42,14 +42,18 @@ def load_summary(folder: Path) -> dict:
 
 
 @results_app.command("show")
-def show(artifact: Path = typer.Argument(..., help="Artifact folder."), as_json: bool = typer.Option(False, "--json")) -> None:
+def show(artifact: Path = typer.Argument(..., help="Artifact folder (or .tar.gz archive)."),
+         as_json: bool = typer.Option(False, "--json")) -> None:
     """Print an artifact's runs, statistics and cross-engine ratios."""
-    summary = load_summary(_folder(artifact))
-    if as_json:
-        print_json(summary)
-    else:
-        render_summary(summary)
-    warn_integrity(artifact)
+    from orchestrator.artifacts.archive import artifact_folder
+
+    with artifact_folder(_folder(artifact)) as root:
+        summary = load_summary(root)
+        if as_json:
+            print_json(summary)
+        else:
+            render_summary(summary)
+        warn_integrity(root)
 
 
 def warn_integrity(folder: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import typer
@@ -19,6 +20,7 @@ from orchestrator.terminal import markup
 
 scenario_app = typer.Typer(help="Validate, inspect and run YAML scenarios.", no_args_is_help=True)
 
+TABLE_ROWS = 200  # runs drawn in the --dry-run and show table (a table of thousands takes seconds to draw)
 SetOption = typer.Option(None, "--set", help="Override a scenario field: key=value (e.g. workload.batch.size=64). Repeatable.")
 
 
@@ -67,6 +69,13 @@ def run(
         get_runtime(runtime)
     scenario = _load(file, sets, smoke)
     plans = expand(scenario, _csv(engines), _csv(precisions), repeats, devices)
+    from orchestrator.runtimes.slurm_job import settings_from_cli
+    from orchestrator.scenario.runtime_check import check_runtime_blocks
+
+    slurm = settings_from_cli(slurm_partition, slurm_account, slurm_time, slurm_gpus, slurm_sbatch_args, slurm_mode,
+                              slurm_container, None, slurm_shared_dir)
+    # the runtime settings as the run would check them (the environment's BENCH_SLURM_* with --runtime slurm)
+    check_runtime_blocks(scenario.source, scenario.document, slurm, os.environ if runtime == "slurm" else None)
     if dry_run:
         _show_plans(scenario, plans, as_json)
         return
@@ -75,10 +84,6 @@ def run(
         if not all(part.strip().isdigit() for part in visible_devices.split(",")):
             raise BadInput(f"--visible-devices: '{visible_devices}' is not a comma-separated list of GPU indices")
         settings["visible_devices"] = visible_devices.replace(" ", "")
-    from orchestrator.runtimes.slurm_job import settings_from_cli
-
-    slurm = settings_from_cli(slurm_partition, slurm_account, slurm_time, slurm_gpus, slurm_sbatch_args, slurm_mode,
-                              slurm_container, None, slurm_shared_dir)
     if slurm:
         settings["slurm"] = slurm
     options = RunOptions(runtime=runtime, device=device, out_root=(out_dir or default_results_dir()).resolve(), settings=settings)
@@ -133,10 +138,12 @@ def _show_plans(scenario: Scenario, plans, as_json: bool) -> None:
               f"{markup(w['dataset']['name'])}/{markup(w['dataset']['split'])} ({w['dataset'].get('samples', 'all')} samples, "
               f"{markup(w['dataset']['source'])}), "
               f"{length}, warmup {w['warmup_steps']} steps")
-    table = Table(title=f"{len(plans)} runs")
+    shown = plans if len(plans) <= TABLE_ROWS else plans[:TABLE_ROWS]
+    more = f", the first {TABLE_ROWS} shown (--json lists all)" if len(shown) < len(plans) else ""
+    table = Table(title=f"{len(plans)} runs{more}")
     for column in ("run id", "engine", "precision", "path", "batch", "devices", "repeat", "note"):
         table.add_column(column)
-    for p in plans:
+    for p in shown:
         table.add_row(markup(p.run_id), markup(p.engine), markup(p.precision), markup(p.path), str(p.batch), str(p.devices), str(p.repeat),
                       status_text("skipped") + f" {markup(p.skip_reason)}" if p.skip_reason else "")
     out.print(table)

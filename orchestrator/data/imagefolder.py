@@ -45,11 +45,42 @@ def _subfolders(folder: Path) -> list[str]:
     return sorted(entry.name for entry in os.scandir(folder) if entry.is_dir() and not entry.name.startswith("."))
 
 
-def _images_below(folder: Path) -> list[Path]:
-    found = []
-    for root, dirs, files in os.walk(folder, followlinks=True):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        found.extend(Path(root) / f for f in sorted(files) if not f.startswith(".") and Path(f).suffix.lower() in IMAGE_EXTENSIONS)
+def _shown(path: Path, root: Path) -> str:
+    return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
+
+
+def _inside(path: Path, root: Path) -> Path:
+    """The real path of ``path`` (below ``root``); BadInput when a link leads it out of ``root``."""
+    real = Path(os.path.realpath(path))
+    if not real.is_relative_to(root):
+        raise BadInput(f"dataset source {root}: {_shown(path, root)} is a link to {real}, outside the folder; "
+                       "links out of a dataset folder are not followed (copy or move the files into it)")
+    return real
+
+
+def _images_below(folder: Path, root: Path, seen: set[tuple[int, int]]) -> list[Path]:
+    """The images under ``folder`` (any depth, sorted, os.walk's top-down order), following links only
+    inside ``root``; a folder reached twice (a link loop, or two links to one folder) is BadInput."""
+    found: list[Path] = []
+    stack = [folder]
+    while stack:
+        current = stack.pop()
+        info = _inside(current, root).stat()
+        if (info.st_dev, info.st_ino) in seen:
+            raise BadInput(f"dataset source {root}: {_shown(current, root)} leads back to a folder already read "
+                           "(a link loop, or two links to one folder)")
+        seen.add((info.st_dev, info.st_ino))
+        subdirs = []
+        for entry in sorted(os.scandir(current), key=lambda e: e.name):
+            if entry.name.startswith("."):
+                continue
+            if entry.is_dir():
+                subdirs.append(Path(entry.path))
+            elif Path(entry.name).suffix.lower() in IMAGE_EXTENSIONS:
+                if entry.is_symlink():
+                    _inside(Path(entry.path), root)
+                found.append(Path(entry.path))
+        stack.extend(reversed(subdirs))
     return found
 
 
@@ -72,14 +103,17 @@ def discover(root: Path) -> tuple[list[str], dict[str, Path]]:
     return classes, split_dirs
 
 
-def list_files(classes: list[str], folder: Path) -> list[tuple[Path, int]]:
-    """(image path, class index) of one split, in the canonical (seeded permutation) order."""
+def list_files(classes: list[str], folder: Path, root: Path | None = None) -> list[tuple[Path, int]]:
+    """(image path, class index) of one split, in the canonical (seeded permutation) order; links are
+    followed only inside ``root`` (the dataset folder, resolved; default ``folder``)."""
+    root = Path(os.path.realpath(root or folder))
     index = {name: i for i, name in enumerate(classes)}
     files: list[tuple[Path, int]] = []
+    seen: set[tuple[int, int]] = set()
     for name in _subfolders(folder):
         if name not in index:
             raise BadInput(f"dataset source {folder}: class folder '{name}' is not a class of the train split")
-        files.extend((path, index[name]) for path in _images_below(folder / name))
+        files.extend((path, index[name]) for path in _images_below(folder / name, root, seen))
     if not files:
         raise BadInput(f"dataset source {folder}: no images ({', '.join(sorted(IMAGE_EXTENSIONS))}) in its class folders")
     order = np.random.Generator(np.random.PCG64(ORDER_SEED)).permutation(len(files))
@@ -136,7 +170,7 @@ def prepare(info, source: str | None, sha256: str | None, geometry: tuple[int, i
         raise BadInput(f"{info.name}: {geometry[2]} channels; an image folder is decoded to 1 (L) or 3 (RGB) channels")
     root = Path(source).expanduser().resolve()
     classes, split_dirs = discover(root)
-    files = {split: list_files(classes, folder)[:samples] for split, folder in split_dirs.items()}
+    files = {split: list_files(classes, folder, root)[:samples] for split, folder in split_dirs.items()}
     fingerprint = _fingerprint(root, geometry, samples, files)
     record = read_prepared(info.name, geometry)
     if record is not None and record["source"].get("fingerprint") == fingerprint:

@@ -16,6 +16,8 @@ from orchestrator.initweights import shared_archs
 from orchestrator.models import known_archs
 from orchestrator.paths import scenarios_dir
 from orchestrator.scenario import overrides as ov
+from orchestrator.scenario.bounds import check_matrix_size, check_numbers
+from orchestrator.scenario.runtime_check import check_runtime_blocks
 from orchestrator.scenario.safe_yaml import MAX_BYTES, YAMLLimitError
 from orchestrator.scenario.yaml_lines import line_of, parse
 from orchestrator.schemas import SchemaError, validate
@@ -202,6 +204,7 @@ def load_scenario(name_or_path: str, sets: list[str] | None = None, smoke: bool 
     """Load, check and apply overrides (smoke block first, then --set); raise BadInput on any problem."""
     path = resolve_scenario_path(name_or_path)
     document, lines = _parse(path, _read(path))
+    check_numbers(document, str(path))
     _check_engine_blocks(path, document, lines)
     _schema_check(path, document, lines)
     applied: dict[str, Any] = {}
@@ -213,10 +216,13 @@ def load_scenario(name_or_path: str, sets: list[str] | None = None, smoke: bool 
         applied[key] = value
     if applied:
         document = ov.apply(document, applied, "--set")
+        check_numbers(document, f"{path}: after overrides")
         _check_engine_blocks(path, document, {})
         try:
             validate(document, "scenario")
         except SchemaError as exc:
             raise BadInput(f"{path}: after overrides: {exc.where}: {exc.detail}") from None
+    check_matrix_size(document["matrix"], str(path))  # before any check that loops over the matrix
     _semantic_checks(path, document)
+    check_runtime_blocks(path, document)
     return Scenario(document=copy.deepcopy(document), source=path, smoke=smoke, overrides=applied)

@@ -12,6 +12,7 @@ from orchestrator.errors import BadInput
 from orchestrator.initweights import init_mode
 from orchestrator.models import trainable_parameters
 from orchestrator.refusals import PlanFacts
+from orchestrator.scenario.bounds import check_matrix_size
 from orchestrator.scenario.load import Scenario
 
 ADAM_BETAS = (0.9, 0.999)  # torch.optim.Adam / optax.adam / keras Adam defaults
@@ -58,6 +59,8 @@ def expand(scenario: Scenario, engines: list[str] | None = None, precisions: lis
     paths = matrix.get("paths") or ["optimized"]
     batches = matrix.get("batch_sizes") or [workload["batch"]["size"]]
     device_axis = [devices] if devices else (matrix.get("devices") or [1])
+    check_matrix_size(matrix, str(scenario.source), repeats=repeats, engines=len(engine_axis),
+                      precisions=len(precision_axis), devices_given=bool(devices))
     known = discover()
     plans = []
     for repeat in range(1, (repeats or matrix.get("repeats") or 1) + 1):

@@ -134,3 +134,34 @@ def test_scenario_with_folder_source_and_prepared_geometry(cache, folder):
     with pytest.raises(BadInput, match="num_classes: 2, but imagenet has 3 classes"):
         prepare_dataset(load_scenario("cifar_resnet50", sets=[*base, "workload.model.num_classes=2", "workload.dataset.source=prepared",
                                                                 "workload.dataset.samples=8"]))
+
+
+def test_links_inside_the_folder_are_followed(cache, folder, tmp_path):
+    """The control: a link to an image or a folder inside the dataset folder is read like a file or folder."""
+    (folder / "train" / "ant" / "linked.png").symlink_to(folder / "train" / "ant" / "0.png")
+    (folder / "shared").mkdir()
+    solid(folder / "shared" / "s.png", COLORS["cat"], (20, 20))
+    (folder / "train" / "cat" / "shared").symlink_to(folder / "shared")
+    doc = prepare_named("imagenet", str(folder), None, (16, 16, 3), None)
+    assert doc["class_counts"]["train"] == {"ant": 5, "cat": 5, "dog": 5}
+
+
+@pytest.mark.parametrize("case", ["file-out", "folder-out", "class-out", "loop", "twice"])
+def test_links_out_of_the_folder_or_in_a_loop_are_refused(case, cache, folder, tmp_path):
+    outside = tmp_path / "outside"
+    solid(outside / "secret.png", (1, 2, 3), (20, 20))
+    cls = folder / "train" / "ant"
+    if case == "file-out":
+        (cls / "x.png").symlink_to(outside / "secret.png")
+    elif case == "folder-out":
+        (cls / "sub").symlink_to(outside)
+    elif case == "class-out":
+        (folder / "train" / "eel").symlink_to(outside)
+        (folder / "val" / "eel").mkdir()
+    elif case == "loop":
+        (cls / "again").symlink_to(cls)
+    else:
+        (cls / "dogs").symlink_to(folder / "train" / "dog")
+    needle = "leads back to a folder already read" if case in ("loop", "twice") else "outside the folder"
+    with pytest.raises(BadInput, match=needle):
+        prepare_named("imagenet", str(folder), None, (16, 16, 3), None)

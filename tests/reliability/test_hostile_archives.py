@@ -111,11 +111,26 @@ def test_gzip_bomb_unlisted(tmp_path: Path, private_tmp, capsys, monkeypatch) ->
     _check_refused(path, "not listed in the manifest", private_tmp, capsys, monkeypatch)
 
 
-def test_gzip_bomb_past_the_bound(tmp_path: Path, private_tmp, capsys, monkeypatch) -> None:
-    """Listed with its true size, but past the bound on an archive's content: the decompressed stream stops."""
-    monkeypatch.setattr(extract, "MAX_BYTES", 8 << 20)
+def _free_space(monkeypatch: pytest.MonkeyPatch, free: int) -> None:
+    """The destination of the extraction has ``free`` bytes free."""
+    import shutil
+
+    usage = shutil.disk_usage("/")
+    monkeypatch.setattr(extract.shutil, "disk_usage", lambda _path: type(usage)(usage.total, usage.total - free, free))
+
+
+def test_gzip_bomb_past_the_free_space(tmp_path: Path, private_tmp, capsys, monkeypatch) -> None:
+    """Listed with its true size, but more than the destination holds: the decompressed stream stops there."""
+    _free_space(monkeypatch, 8 << 20)
     monkeypatch.setattr(extract, "MAX_MANIFEST", 1 << 20)
     path = _archive(tmp_path / "bomb.tar.gz", _manifest({"zeros": 64 << 20}), [_zeros_member("a/zeros", 64 << 20)])
+    _check_refused(path, "expands beyond", private_tmp, capsys, monkeypatch)
+
+
+def test_gzip_bomb_past_the_declared_sizes(tmp_path: Path, private_tmp, capsys, monkeypatch) -> None:
+    """A manifest declaring 1 KiB, a member of 64 MiB: the stream stops past what the manifest declares."""
+    path = _archive(tmp_path / "bomb.tar.gz", _manifest({"zeros": 1024}), [_zeros_member("a/zeros", 64 << 20)])
+    assert path.stat().st_size < 1 << 20
     _check_refused(path, "expands beyond", private_tmp, capsys, monkeypatch)
 
 
@@ -143,3 +158,84 @@ def test_a_valid_archive_uses_only_its_declared_bytes(tmp_path: Path, private_tm
     assert 5000 <= private_tmp["bytes"] <= 5000 + len(manifest) + 3 * 4096
     problems = " ".join(map(str, validate_path(path)))
     assert "sha256 differs" in problems and "not listed" not in problems  # hashes are still checked after extraction
+
+
+def _link(name: str, target: str) -> tuple[tarfile.TarInfo, None]:
+    info = tarfile.TarInfo(name)
+    info.type, info.linkname = tarfile.LNKTYPE, target
+    return info, None
+
+
+@pytest.mark.parametrize("case", ["absolute", "dotdot", "later", "folder", "unlisted", "missing-target"])
+def test_hostile_hard_links(case: str, tmp_path: Path, private_tmp, capsys, monkeypatch) -> None:
+    """A hard link is accepted only to a listed regular file member before it, inside the top folder."""
+    data = b"w" * 100
+    files = {"init/w": 100, "runs/r1/init.safetensors": 100}
+    folder = tarfile.TarInfo("a/init")
+    folder.type = tarfile.DIRTYPE
+    weights = (_zeros_member("a/init/w", 100)[0], data)
+    members = {
+        "absolute": [weights, _link("a/runs/r1/init.safetensors", "/etc/passwd")],
+        "dotdot": [weights, _link("a/runs/r1/init.safetensors", "a/../../etc/passwd")],
+        "later": [_link("a/runs/r1/init.safetensors", "a/init/w"), weights],
+        "folder": [(folder, None), weights, _link("a/runs/r1/init.safetensors", "a/init")],
+        "unlisted": [weights, _link("a/runs/r1/extra", "a/init/w")],
+        "missing-target": [_link("a/runs/r1/init.safetensors", "a/nothing")],
+    }[case]
+    path = _archive(tmp_path / f"{case}.tar.gz", _manifest(files), members)
+    needle = "not listed" if case == "unlisted" else "hard link"
+    _check_refused(path, needle, private_tmp, capsys, monkeypatch, tmp_path / "etc")
+
+
+def test_hard_link_control(tmp_path: Path, private_tmp, capsys, monkeypatch) -> None:
+    """The control: a listed link to a listed file before it is restored as a link, nothing else written."""
+    data = b"w" * 5000
+    files = {"init/w": 5000, "runs/r1/init.safetensors": 5000}
+    path = _archive(tmp_path / "ok.tar.gz", _manifest(files), [(_zeros_member("a/init/w", 5000)[0], data),
+                                                               _link("a/runs/r1/init.safetensors", "a/init/w")])
+    with tempfile.TemporaryDirectory() as dest:
+        assert extract.extract_bounded(path, Path(dest)) == []
+        link = Path(dest) / "a" / "runs" / "r1" / "init.safetensors"
+        assert link.read_bytes() == data and link.stat().st_nlink == 2
+    assert private_tmp["bytes"] <= 5000 + 3 * 4096 + 4096  # the data once
+
+
+def _many_folders(path: Path, count: int, manifest_first: bool) -> Path:
+    """``count`` folder members that hold no listed file, after (or before) the manifest."""
+    manifest = _manifest({})
+    head = tarfile.TarInfo("a/manifest.json")
+    head.size = len(manifest)
+    blocks = head.tobuf(tarfile.GNU_FORMAT) + manifest + b"\0" * (-len(manifest) % 512)
+    folder = tarfile.TarInfo("a/d")
+    folder.type = tarfile.DIRTYPE
+    with gzip.open(path, "wb", compresslevel=1) as handle:
+        if manifest_first:
+            handle.write(blocks)
+        for index in range(count):
+            folder.name = f"a/d{index}"
+            handle.write(folder.tobuf(tarfile.GNU_FORMAT))
+        if not manifest_first:
+            handle.write(blocks)
+        handle.write(b"\0" * 1024)
+    return path
+
+
+@pytest.mark.parametrize("manifest_first", [True, False])
+def test_150000_unlisted_folders(manifest_first: bool, tmp_path: Path, private_tmp, capsys, monkeypatch) -> None:
+    path = _many_folders(tmp_path / "folders.tar.gz", 150_000, manifest_first)
+    needle = "a folder holding no listed file" if manifest_first else f"more than {extract.PRE_MANIFEST_MEMBERS} before"
+    _check_refused(path, needle, private_tmp, capsys, monkeypatch)
+
+
+def test_small_temporary_folder_holds_a_small_archive(tmp_path: Path, private_tmp, monkeypatch) -> None:
+    """A 64 MB temporary folder (less than any fixed margin of 64 MiB) extracts a small valid archive;
+    one with less free space than the content needs refuses it, before writing anything."""
+    data = b"x" * 20_000
+    path = _archive(tmp_path / "ok.tar.gz", _manifest({"engine.log": len(data)}), [(_zeros_member("a/engine.log", len(data))[0], data)])
+    _free_space(monkeypatch, 64_000_000)
+    with tempfile.TemporaryDirectory() as dest:
+        assert extract.extract_bounded(path, Path(dest)) == []
+    _free_space(monkeypatch, 16_000)
+    with tempfile.TemporaryDirectory() as dest:
+        problems = " ".join(map(str, extract.extract_bounded(path, Path(dest))))
+        assert "free" in problems and not any(Path(dest).iterdir()), problems

@@ -28,7 +28,7 @@ CASES = {
     "a file for a folder": ("BENCH_DATA_DIR", lambda t: str(t / "file")),
     "a relative folder": ("BENCH_COMPILE_CACHE", lambda t: "relative/cache"),
     "a folder under a file": ("BENCH_ENVS_DIR", lambda t: str(t / "file" / "envs")),
-    "abc for a number": ("BENCH_ARCHIVE_MAX_BYTES", lambda t: "abc"),
+    "abc for a number": ("BENCH_LAUNCH_GRACE_S", lambda t: "abc"),
     "nan for a number": ("BENCH_SLURM_POLL_S", lambda t: "nan"),
     "inf for a number": ("BENCH_SLURM_LIFELINE_S", lambda t: "inf"),
     "a negative number": ("BENCH_DIST_TIMEOUT_S", lambda t: "-5"),
@@ -68,7 +68,7 @@ def test_good_values_pass(tmp_path: Path, capsys, monkeypatch, fake_engines) -> 
     exe = tmp_path / "driver"
     exe.write_text("#!/bin/sh\n")
     exe.chmod(0o755)
-    good = {"BENCH_COMPILE_CACHE": str(tmp_path / "new" / "cache"), "BENCH_ARCHIVE_MAX_BYTES": "1048576", "BENCH_SLURM_POLL_S": "0.5",
+    good = {"BENCH_COMPILE_CACHE": str(tmp_path / "new" / "cache"), "BENCH_LAUNCH_GRACE_S": "10", "BENCH_SLURM_POLL_S": "0.5",
             "BENCH_SLURM_LIFELINE_S": "0", "BENCH_DOCKER_SHM_SIZE": "16g", "BENCH_SLURM_PARTITION": "gpu", "BENCH_SLURM_MODE": "local",
             "BENCH_ENGINE_PATH": os.pathsep.join(FAKE_ENGINES), "BENCH_OPENNN_DRIVER": str(exe),
             "BENCH_IMAGES_LOCK": str(tmp_path / "lock.json"), "BENCH_DATA_DIR": "", "BENCH_DEBUG": ""}
