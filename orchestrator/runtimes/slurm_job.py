@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.envvars import INTERNAL_NAMES
+from bench_engine.lifeline import INTERNAL_ENV as INTERNAL_NAMES  # bench's own variables (orchestrator.envvars checks the two agree)
 from orchestrator.errors import BadInput
 
 MODES = ("local", "container")
