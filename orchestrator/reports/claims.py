@@ -81,7 +81,8 @@ def measured_ratio(summary: dict[str, Any], engine: str, vs: str, precision: str
 
 
 def _gpu_names(data: ReportData) -> str:
-    gpus = sorted({run.gpu.get("name") for run in data.runs if run.gpu.get("name")})
+    """The GPUs the runs' telemetry names (NVML), e.g. 'NVIDIA H200'."""
+    gpus = sorted({str(device["name"]) for run in data.runs for device in run.gpu.get("devices") or [] if device.get("name")})
     return ", ".join(gpus) or "this machine (no GPU recorded)"
 
 
@@ -120,3 +121,51 @@ def claims_table(data: ReportData, as_published: ReportData | None = None) -> Ta
     if data.summary.get("smoke") or (as_published and as_published.summary.get("smoke")):
         notes.append("Smoke run: the measured ratios are not representative.")
     return Table("claims", "Claimed vs measured ratios", cols, cells, notes)
+
+
+def _first_block_means(data: ReportData, engine: str, precision: str, status: str) -> list[float] | None:
+    """The block means of the first run of ``engine`` at ``precision`` with ``status`` (by repeat)."""
+    runs = sorted((r for r in data.runs if (r.record["engine"], r.record["precision"], r.record["status"]) == (engine, precision, status)
+                   and r.result), key=lambda r: r.record["repeat"])
+    for run in runs:
+        means = (run.result.get("measurements") or {}).get("block_losses")
+        if means:
+            return [float(v) for v in means]
+    return None
+
+
+def lost_work_table(data: ReportData, as_published: ReportData | None) -> Table | None:
+    """Second signals of the work an invalid as-published run did not do, against the fair run of the same engine:
+    how far its weights moved, and how far its block-mean losses stray (None without invalid as-published runs)."""
+    from orchestrator.trajectory import relative_deviation
+
+    if as_published is None:
+        return None
+    cells = []
+    for group in as_published.summary.get("groups") or []:
+        apparent = group.get("apparent")
+        if not apparent:
+            continue
+        engine, precision = group["engine"], group["precision"]
+        fair = _group(data.summary, engine, precision, group["path"])
+        moved, honest = apparent.get("weight_change"), (fair or {}).get("weight_change")
+        invalid_means = _first_block_means(as_published, engine, precision, "invalid")
+        valid_means = _first_block_means(data, engine, precision, "ok")
+        worst = None
+        if invalid_means and valid_means:
+            worst = max(relative_deviation(a, b) for a, b in zip(invalid_means, valid_means, strict=False))
+        cells.append([engine, precision, "; ".join(apparent.get("reasons") or []), moved, honest,
+                      moved / honest if moved is not None and honest else None, worst,
+                      sum(invalid_means) / len(invalid_means) if invalid_means else None,
+                      sum(valid_means) / len(valid_means) if valid_means else None])
+    if not cells:
+        return None
+    cols = [*columns("engine", "precision", "read back"), Column("weights moved (as published)", number(".4f")),
+            Column("weights moved (fair)", number(".4f")), Column("moved / fair", number(".2f")),
+            Column("block means: largest deviation from fair", number(".1%")), Column("mean loss (as published)", number(".4f")),
+            Column("mean loss (fair)", number(".4f"))]
+    notes = ["Two signals independent of the update counter the parity check reads: weights moved is ||w_end - w_0|| / ||w_0|| of the "
+             "trainable parameters read back from the engine (median over the repeats); the block means are the mean training "
+             "loss of each harness block of the first invalid run against the first valid fair run of the same engine and "
+             "precision (same initial weights, data order and blocks)."]
+    return Table("lost_work", "Invalid as-published runs against the fair ones: the work they did not do", cols, cells, notes)

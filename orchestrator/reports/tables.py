@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrator.reports.claims import claims_table
+from orchestrator.reports.claims import claims_table, lost_work_table
 from orchestrator.reports.data import ReportData
 from orchestrator.reports.formats import (
     APPARENT,
@@ -293,6 +293,6 @@ def claims(data: ReportData) -> Table | None:
 
 
 def all_tables(data: ReportData) -> list[Table]:
-    claim_table = claims(data)
-    return [overview(data), runs(data), groups(data), ratios(data), *([claim_table] if claim_table else []), scaling(data), setup(data),
+    optional = [table for table in (claims(data), lost_work_table(data, data.as_published)) if table is not None]
+    return [overview(data), runs(data), groups(data), ratios(data), *optional, scaling(data), setup(data),
             telemetry(data), parity(data), numerical_parity(data), *environment(data)]

@@ -102,3 +102,29 @@ def test_the_terminal_shows_an_invalid_runs_apparent_figure_in_its_samples_colum
     summary = _summary("invalid", [75000.0], [40000.0])
     rows = summary_tables.runs(summary).rows
     assert rows[0][7] == "apparent 75,000, invalid: 381 of 780 updates" and rows[1][7] == "40,000.0"
+
+
+def test_the_lost_work_table_puts_an_invalid_runs_second_signals_beside_the_fair_run() -> None:
+    from orchestrator.reports.claims import lost_work_table
+    from orchestrator.reports.data import RunData
+
+    def run(engine: str, status: str, means: list[float], moved: float) -> RunData:
+        record = _record(engine, 1, status, throughput=40000.0 if status == "ok" else None,
+                         apparent=70000.0 if status == "invalid" else None, mismatches=LOST if status == "invalid" else None)
+        result = {"measurements": {"block_losses": means}, "work": {"weight_change": {"l2": 1.0, "relative": moved, "values": 4}}}
+        return RunData(record["run_id"], record, result, None)
+
+    fair_runs = [run("opennn", "ok", [2.5, 2.4, 2.3], 0.28)]
+    published_runs = [run("opennn", "invalid", [1.4, 1.2, 1.1], 0.21)]
+    fair = summarize("opennn_seed", "F", False, [(r.record, r.result) for r in fair_runs])
+    published = summarize("as_published", "P", False, [(r.record, r.result) for r in published_runs])
+    for row in published["runs"]:
+        assert row["weight_change"] == 0.21
+    table = lost_work_table(ReportData("f", fair, {}, fair_runs, [], SCENARIO), ReportData("p", published, {}, published_runs, [], {}))
+    assert table is not None
+    (row,) = table.rows
+    assert row[:6] == ["opennn", "tf32", "381 of 780 updates", "0.2100", "0.2800", "0.75"]
+    assert row[6] == f"{(2.3 - 1.1) / 2.3:.1%}"
+    honest = ReportData("p", fair, {}, fair_runs, [], {})
+    assert lost_work_table(ReportData("f", fair, {}, fair_runs, [], SCENARIO), honest) is None  # no invalid run: no table
+    assert lost_work_table(ReportData("f", fair, {}, fair_runs, [], SCENARIO), None) is None
