@@ -256,6 +256,7 @@ TEST: tuple[EnvVar, ...] = tuple(EnvVar(name, "test", description, scope="test")
     ("BENCH_FAULT_SEED", "seed of the signal fault cases"),
     ("BENCH_FAKE_FAULT", "a fake engine's behaviour for one run"),
     ("BENCH_FAKE_OPENNN", "the fake OpenNN driver's behaviour"),
+    ("BENCH_FAKE_LINK_TARGET", "the file a hostile fake engine links its result to (a file of the test)"),
     ("BENCH_FUZZ_RANDOM", "new random fuzz examples"),
     ("BENCH_FUZZ_EXAMPLES", "number of fuzz examples"),
     ("BENCH_RELIABILITY_FIGURES", "where the fault suite writes its figures"),

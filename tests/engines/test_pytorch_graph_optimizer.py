@@ -157,11 +157,11 @@ def test_report_configuration_is_expressible_and_said_plainly() -> None:
 
 
 def _scenario(tmp_path: Path, options: str, precisions: str = "[tf32, fp16]") -> Path:
-    text = SEED.read_text()
-    old = "    options: {compile: auto, cuda_graphs: auto, channels_last: auto}"
-    assert old in text and "precisions: [tf32, bf16]" in text
+    text = SEED.read_text()  # the seed scenario carries no engine options: these are the test's
+    assert "\nengines:" not in text and "precisions: [tf32, bf16]" in text and "\nclaims:" in text
     path = tmp_path / "s.yaml"
-    path.write_text(text.replace(old, f"    options: {options}").replace("precisions: [tf32, bf16]", f"precisions: {precisions}"))
+    path.write_text(text.replace("precisions: [tf32, bf16]", f"precisions: {precisions}")
+                    .replace("\nclaims:", f"\nengines:\n  pytorch:\n    options: {options}\n\nclaims:", 1))
     return path
 
 

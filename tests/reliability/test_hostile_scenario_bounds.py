@@ -123,9 +123,9 @@ def test_slurm_options_and_environment_checked_by_dry_run(capsys, monkeypatch) -
     assert code == 2 and "slurm.partition" in err, err
     code, _, err = call(capsys, monkeypatch, *base, "--runtime", "local", "--slurm-partition", "gpu")
     assert code == 0, err
-    monkeypatch.setenv("BENCH_SLURM_ACCOUNT", "a\nb")
+    monkeypatch.setenv("BENCH_SLURM_ACCOUNT", "a\nb")  # every BENCH_* variable is checked before any command (orchestrator.envvars)
     code, _, err = call(capsys, monkeypatch, *base, "--runtime", "local")
-    assert code == 0, err  # the environment is the slurm runtime's: read with --runtime slurm only
+    assert code == 2 and "BENCH_SLURM_ACCOUNT" in err, err
     monkeypatch.setattr("orchestrator.runtimes.get_runtime", lambda name: None)  # no cluster here: the settings alone
     code, _, err = call(capsys, monkeypatch, *base, "--runtime", "slurm")
     assert code == 2 and "BENCH_SLURM_ACCOUNT" in err, err
