@@ -41,8 +41,20 @@ def _kind(mode: int) -> str:
     return "socket or device"
 
 
+def _unlink_run_folder(folder: Path) -> bool:
+    """Replace a run folder an engine swapped for a link by an empty real one (bench writes its record there,
+    never through the link); whether it was a link."""
+    if not folder.is_symlink():
+        return False
+    folder.unlink()
+    folder.mkdir()
+    return True
+
+
 def read_result(path: Path) -> tuple[dict[str, Any] | None, str | None]:
     """(document, None) for a valid result; (None, None) when there is none; (None, reason) when refused."""
+    if _unlink_run_folder(path.parent):
+        return None, f"the run folder {path.parent.name} was replaced by a symbolic link (never followed; removed)"
     try:
         mode = os.lstat(path).st_mode
     except FileNotFoundError:

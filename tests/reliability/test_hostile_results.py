@@ -171,6 +171,20 @@ def test_hostile_engines_end_in_an_invalid_run_and_a_valid_artifact(behaviour: s
     json.loads((run.parent.parent / "summary.json").read_text(), parse_constant=pytest.fail)
 
 
+def test_a_run_folder_swapped_for_a_link_is_never_written_through(tmp_path: Path, capsys, monkeypatch, fake_engines) -> None:
+    out = tmp_path / "out"
+    code, _, err = call(capsys, monkeypatch, "scenario", "run", str(FAKE_SCENARIO), "--runtime", "local", "--out", str(out),
+                        "--engines", "fake", "--precisions", "fp32", "--set", "engines.fake.options.behaviour=link_run_folder", "--json")
+    assert code == 1, err
+    (run,) = out.glob("fake_tiny/*/runs/*")
+    assert run.is_dir() and not run.is_symlink()
+    record = json.loads((run / "run.json").read_text())
+    assert record["status"] == "invalid" and "symbolic link" in record["reason"]
+    (moved,) = tmp_path.glob("**/moved-*")
+    assert not (moved / "run.json").exists()  # bench wrote nothing through the link
+    assert call(capsys, monkeypatch, "results", "validate", str(run.parent.parent))[0] == 0
+
+
 _json = st.recursive(
     st.none() | st.booleans() | st.integers(min_value=-(2**70), max_value=2**70)
     | st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=8),
