@@ -65,3 +65,11 @@ def termination_handled() -> Iterator[None]:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def ignore_from_now() -> None:
+    """The command is over and everything it wrote is complete: a SIGINT/SIGTERM/SIGHUP arriving while the
+    interpreter shuts down changes nothing, so it must not kill the process by the signal's default action."""
+    if threading.current_thread() is threading.main_thread():
+        for sig in HANDLED:
+            signal.signal(sig, signal.SIG_IGN)

@@ -16,7 +16,7 @@ from orchestrator.cli import data_cmd, env_cmd, image_cmd, results_cmd, results_
 from orchestrator.cli.console import err
 from orchestrator.envvars import check_environment
 from orchestrator.errors import BadInput, Interrupted, one_line
-from orchestrator.signals import exit_status, received, termination_handled
+from orchestrator.signals import exit_status, ignore_from_now, received, termination_handled
 from orchestrator.terminal import markup
 
 app = typer.Typer(
@@ -71,6 +71,15 @@ def main() -> None:
     """
     with termination_handled():
         _main()
+
+
+def entry() -> None:
+    """The ``bench`` console script and ``python -m orchestrator``: :func:`main`, then a late SIGINT/SIGTERM/SIGHUP
+    (after the handlers are gone, everything written) is ignored while the interpreter exits instead of killing it."""
+    try:
+        main()
+    finally:
+        ignore_from_now()
 
 
 def _main() -> None:

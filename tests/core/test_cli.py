@@ -123,3 +123,16 @@ def test_run_and_resume_share_the_slurm_options():
         return [(tuple(p.opts), p.help) for p in scenario.commands[command].params if any(o.startswith("--slurm-") for o in p.opts)]
 
     assert len(slurm("run")) == 8 and slurm("run") == slurm("resume")
+
+
+def test_the_command_ignores_a_signal_that_comes_after_it_is_done() -> None:
+    """A SIGTERM/SIGHUP/SIGINT after the last write, while the interpreter exits, must not kill bench by the default
+    action (the exit status would say killed although everything was written); in-process main() leaves them alone."""
+    import subprocess
+    import sys
+
+    probe = ("import signal\nfrom orchestrator.cli.app import {fn}\ntry:\n    {fn}()\nexcept SystemExit:\n    pass\n"
+             "print([signal.getsignal(s) == signal.SIG_IGN for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)])")
+    for fn, expected in (("entry", "[True, True, True]"), ("main", "[False, False, False]")):
+        done = subprocess.run([sys.executable, "-c", probe.format(fn=fn), "scenario", "list"], capture_output=True, text=True, timeout=60)
+        assert done.stdout.strip().splitlines()[-1] == expected, done.stdout + done.stderr

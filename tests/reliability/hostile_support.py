@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -85,3 +86,19 @@ def save_figures() -> None:
     merged.update(_figures)
     FIGURES.write_text(json.dumps(dict(sorted(merged.items())), indent=2) + "\n")
     _figures.clear()
+
+
+_BUILT: dict[str, Path] = {}
+
+
+def fake_artifact(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh copy of one real artifact (fake fp32 ok, fake2 fp32 crashed), made once per test session."""
+    if "base" not in _BUILT:
+        out = tmp_path / "base"
+        code, _, err = call(capsys, monkeypatch, "scenario", "run", str(FAKE_SCENARIO), "--runtime", "local", "--out", str(out),
+                            "--precisions", "fp32", "--set", "engines.fake2.options.behaviour=crash", "--json")
+        assert code == 1, err  # one run failed
+        (_BUILT["base"],) = (out / "fake_tiny").iterdir()
+    copy = tmp_path / "art"
+    shutil.copytree(_BUILT["base"], copy, symlinks=True)
+    return copy

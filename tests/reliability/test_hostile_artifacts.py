@@ -14,11 +14,10 @@ import pytest
 from orchestrator.artifacts.manifest import file_sha256
 from orchestrator.errors import BadInput
 from orchestrator.reports.data import load_report_data
-from tests.reliability.hostile_support import FAKE_SCENARIO, call, fake_engines, save_figures, timed
+from tests.reliability.hostile_support import call, fake_artifact, fake_engines, save_figures, timed
 
 __all__ = ["fake_engines"]
 pytestmark = pytest.mark.usefixtures("fake_engines")
-_BUILT: dict[str, Path] = {}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -29,16 +28,7 @@ def _figures() -> Iterator[None]:
 
 @pytest.fixture()
 def artifact(tmp_path: Path, capsys, monkeypatch) -> Path:
-    """A fresh copy of one real artifact (fake fp32 ok, fake2 fp32 crashed), made once per module."""
-    if "base" not in _BUILT:
-        out = tmp_path / "base"
-        code, _, err = call(capsys, monkeypatch, "scenario", "run", str(FAKE_SCENARIO), "--runtime", "local", "--out", str(out),
-                            "--precisions", "fp32", "--set", "engines.fake2.options.behaviour=crash", "--json")
-        assert code == 1, err  # one run failed
-        (_BUILT["base"],) = (out / "fake_tiny").iterdir()
-    copy = tmp_path / "art"
-    shutil.copytree(_BUILT["base"], copy, symlinks=True)
-    return copy
+    return fake_artifact(tmp_path, capsys, monkeypatch)
 
 
 def _ok_run(artifact: Path) -> Path:
