@@ -235,12 +235,24 @@ def _rel(artifact: Artifact, path: Path) -> str:
     return path.relative_to(artifact.root).as_posix()
 
 
-def move_aside(artifact: Artifact, folder: Path, name: str) -> Path:
-    """Move an old run (or probe) folder to attempts/<name>/<N>/; documents that fail their schema get '.rejected'."""
+UNSEALED = ".unsealed"  # suffix of a moved attempt's file the manifest never sealed: kept as evidence, never read as a record
+
+
+def move_aside(artifact: Artifact, folder: Path, name: str, sealed: set[str] | None = None) -> Path:
+    """Move an old run (or probe) folder to attempts/<name>/<N>/; documents that fail their schema get '.rejected'.
+
+    With ``sealed`` (the paths the manifest lists), every file of the folder bench never sealed (what an interrupted
+    run left, or anything copied into its folder since) is renamed ``<name>.unsealed``: kept as evidence under a
+    name no schema or reader applies to, so a forged record can never pass for bench's."""
+    unsealed = [] if sealed is None else [p for p in folder.rglob("*") if p.is_file() and not p.is_symlink()
+                                          and _rel(artifact, p) not in sealed]
     target = next_attempt(artifact, name)
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.move(str(folder), str(target))
     seal.moved(artifact.root, _rel(artifact, folder), _rel(artifact, target))
+    for path in unsealed:
+        moved = target / path.relative_to(folder)
+        moved.rename(moved.with_name(moved.name + UNSEALED))
     for name, schema in SCHEMA_OF.items():
         path = target / name
         if path.is_file() and _read_json(path, schema) is None:
@@ -269,11 +281,13 @@ def resume(plan: ResumePlan, settings: dict[str, Any], reporter: Any, forced: bo
     note_dataset(split, reporter)
     unfinished = [f for f in sorted((artifact.root / MAXBATCH_DIR).glob("*")) if f.is_dir() and not (f / SEARCH_FILE).is_file()]
     moving = [run.folder for run in todo if run.folder.is_dir()] + unfinished
+    # what the manifest sealed, read before the folders that move are declared in flight (then unlisted)
+    listed = None if forced else {item["path"] for item in (_read_json(artifact.root / MANIFEST, "manifest") or {}).get("files") or []}
     # killed while moving, the artifact still validates: what moves, and where to, is in flight
     write_manifest(artifact, complete=False, in_flight_folders=[f.relative_to(artifact.root).as_posix() for f in moving] + [ATTEMPTS])
     for run in todo:
         if run.folder.is_dir():
-            moved = move_aside(artifact, run.folder, run.plan.run_id)
+            moved = move_aside(artifact, run.folder, run.plan.run_id, listed)
             reporter.note(f"{run.plan.run_id}: {run.why}; old attempt moved to {moved.relative_to(artifact.root).as_posix()}")
         else:
             reporter.note(f"{run.plan.run_id}: {run.why}")

@@ -96,7 +96,9 @@ def test_a_forged_ok_run_in_an_interrupted_folder_is_not_adopted(artifact: Path,
     assert plan[_ok_run(artifact).name]["action"] == "keep"  # quiet: a sealed ok run is kept
     code, _, _ = call(capsys, monkeypatch, "scenario", "resume", str(artifact), "--runtime", "local", "--json")
     record = json.loads((crashed / "run.json").read_text())
-    assert record["status"] == "failed", record  # run again (its engine crashes), the forgery moved to attempts/
+    assert record["status"] == "failed", record  # run again (its engine crashes)
+    (attempt,) = (artifact / "attempts" / crashed.name).iterdir()  # the forgery kept as evidence, never as a record
+    assert not list(attempt.glob("*.json")) and (attempt / "run.json.unsealed").is_file() and (attempt / "result.json.unsealed").is_file()
     assert call(capsys, monkeypatch, "results", "validate", str(artifact))[0] == 0
 
 
