@@ -160,16 +160,16 @@ def archive(artifact: Path = typer.Argument(..., help="Artifact folder."),
         out.print(f"archive: {markup(str(written))} ({written.stat().st_size:,} bytes, sha256 {digest})")
 
 
-def publish(artifact: Path = typer.Argument(..., help="Artifact folder."),
+def publish(artifact: Path = typer.Argument(..., help="Artifact folder (or .tar.gz archive)."),
             out_root: Path = typer.Option(..., "--out", help="Folder to hold the copy (<out>/<artifact-id>)."),
             as_json: bool = typer.Option(False, "--json")) -> None:
     """Copy a valid artifact without bench's shared initial weights (re-made from the seed), for publishing: its
     manifest lists them as omitted with their sha256, and the copy validates like the original."""
+    from orchestrator.artifacts.archive import artifact_folder
     from orchestrator.artifacts.publish import publish as publish_copy
 
-    if not artifact.is_dir():
-        raise BadInput(f"{artifact}: no such artifact folder")
-    target = publish_copy(artifact, out_root)
+    with artifact_folder(artifact) as root:  # an archive is extracted safely first, like every results verb
+        target = publish_copy(root, out_root)
     size = sum(p.stat().st_size for p in target.rglob("*") if p.is_file())
     if as_json:
         print_json({"artifact": str(artifact), "copy": str(target), "bytes": size})

@@ -80,3 +80,16 @@ def test_an_invalid_artifact_is_not_published(with_weights: Path, tmp_path: Path
     (with_weights / "summary.json").write_text("{}")
     code, _, err = run_cli(["results", "publish", with_weights, "--out", tmp_path / "pub"], monkeypatch, capsys)
     assert code == 2 and "invalid artifact" in err and not (tmp_path / "pub").exists()
+
+
+def test_an_archive_is_published_like_its_folder(with_weights: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture) -> None:
+    code, out, err = run_cli(["results", "archive", with_weights, "--json"], monkeypatch, capsys)
+    assert code == 0, err
+    archive = json.loads(out)["archive"]
+    code, out, err = run_cli(["results", "publish", archive, "--out", tmp_path / "pub", "--json"], monkeypatch, capsys)
+    assert code == 0, err
+    copy = Path(json.loads(out)["copy"])
+    assert copy.name == with_weights.name and validate_artifact(copy) == [] and not list(copy.rglob("*.safetensors"))
+    code, _, err = run_cli(["results", "publish", tmp_path / "missing.tar.gz", "--out", tmp_path / "pub2"], monkeypatch, capsys)
+    assert code == 2 and "no such artifact" in err
