@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from tests.core.cli_helpers import FAKE_SCENARIO, run_cli, use_fake_engines
 
@@ -102,3 +103,14 @@ def fake_artifact(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatc
     copy = tmp_path / "art"
     shutil.copytree(_BUILT["base"], copy, symlinks=True)
     return copy
+
+
+# the fuzz tests' hypothesis settings: derandomized (the same examples in every CI run) unless BENCH_FUZZ_RANDOM is set
+FUZZ = settings(max_examples=int(os.environ.get("BENCH_FUZZ_EXAMPLES", "150")), deadline=None, database=None,
+                derandomize=not os.environ.get("BENCH_FUZZ_RANDOM"),
+                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+def ok_run(artifact: Path) -> Path:
+    """The fake engine's ok run folder of :func:`fake_artifact`."""
+    return next(artifact.glob("runs/fake-fp32-*"))

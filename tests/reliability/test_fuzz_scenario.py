@@ -5,25 +5,21 @@ derandomized (the same in every CI run) unless $BENCH_FUZZ_RANDOM is set."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.core.cli_helpers import run_cli
-from tests.reliability.hostile_support import FAKE_SCENARIO, call, fake_engines, save_figures, timed
+from tests.reliability.hostile_support import FAKE_SCENARIO, FUZZ, call, fake_engines, save_figures, timed
 
 __all__ = ["fake_engines"]
 pytestmark = pytest.mark.usefixtures("fake_engines")
 
-FUZZ = settings(max_examples=int(os.environ.get("BENCH_FUZZ_EXAMPLES", "150")), deadline=None, database=None,
-                derandomize=not os.environ.get("BENCH_FUZZ_RANDOM"),
-                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large])
 BASE: dict[str, Any] = yaml.safe_load(FAKE_SCENARIO.read_text())
 BASE_TEXT = FAKE_SCENARIO.read_text()
 YAML_CHARS = "&*[]{}:,-?!|>'\"#%@`\n\t \\.=0123456789abcxyzeE+_~"

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import copy
 import math
-import os
 import re
 import time
 from collections.abc import Iterator
@@ -16,20 +15,17 @@ from typing import Any
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import event, given
 from hypothesis import strategies as st
 
 from orchestrator.errors import BadInput
 from orchestrator.scenario import expand, load_scenario
 from orchestrator.scenario.bounds import INT_BOUND, MAX_RUNS, matrix_size
-from tests.reliability.hostile_support import EXAMPLE_BOUND_S, FAKE_SCENARIO, fake_engines, record, save_figures
+from tests.reliability.hostile_support import EXAMPLE_BOUND_S, FAKE_SCENARIO, FUZZ, fake_engines, record, save_figures
 
 __all__ = ["fake_engines"]
 pytestmark = pytest.mark.usefixtures("fake_engines")
 
-FUZZ = settings(max_examples=int(os.environ.get("BENCH_FUZZ_EXAMPLES", "150")), deadline=None, database=None,
-                derandomize=not os.environ.get("BENCH_FUZZ_RANDOM"),
-                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large])
 BASE: dict[str, Any] = yaml.safe_load(FAKE_SCENARIO.read_text())
 NUMERIC = ["workload.optimizer.lr", "workload.optimizer.momentum", "workload.optimizer.weight_decay", "workload.seed",
            "workload.model.num_classes", "workload.epochs", "workload.warmup_steps", "workload.batch.size",

@@ -14,7 +14,7 @@ import pytest
 from orchestrator.artifacts.manifest import file_sha256
 from orchestrator.errors import BadInput
 from orchestrator.reports.data import load_report_data
-from tests.reliability.hostile_support import call, fake_artifact, fake_engines, save_figures, timed
+from tests.reliability.hostile_support import call, fake_artifact, fake_engines, ok_run, save_figures, timed
 
 __all__ = ["fake_engines"]
 pytestmark = pytest.mark.usefixtures("fake_engines")
@@ -31,17 +31,13 @@ def artifact(tmp_path: Path, capsys, monkeypatch) -> Path:
     return fake_artifact(tmp_path, capsys, monkeypatch)
 
 
-def _ok_run(artifact: Path) -> Path:
-    return next(artifact.glob("runs/fake-fp32-*"))
-
-
 HOSTILE = {
     "dot-file": lambda a, out: (a / ".payload.sh").write_text("#!/bin/sh\nrm -rf ~\n"),
-    "dot-file-in-run": lambda a, out: (_ok_run(a) / ".hidden").write_text("x"),
+    "dot-file-in-run": lambda a, out: (ok_run(a) / ".hidden").write_text("x"),
     "dot-folder": lambda a, out: ((a / ".git").mkdir(), (a / ".git" / "config").write_text("x")),
     "symlink-file": lambda a, out: (a / "extra.json").symlink_to("/etc/hostname"),
     "symlink-folder": lambda a, out: (a / "runs" / "evil-run").symlink_to(out, target_is_directory=True),
-    "symlink-replaces-listed": lambda a, out: ((_ok_run(a) / "engine.log").unlink(), (_ok_run(a) / "engine.log").symlink_to("/etc/hostname")),
+    "symlink-replaces-listed": lambda a, out: ((ok_run(a) / "engine.log").unlink(), (ok_run(a) / "engine.log").symlink_to("/etc/hostname")),
     "fifo": lambda a, out: os.mkfifo(a / "runs" / "pipe"),
     "dangling-symlink": lambda a, out: (a / "gone").symlink_to(out / "nothing"),
 }
@@ -51,7 +47,7 @@ HOSTILE = {
 def test_unlisted_entries_fail_validation_and_are_never_followed(case: str, artifact: Path, tmp_path: Path, capsys, monkeypatch) -> None:
     outside = tmp_path / "outside"
     outside.mkdir()
-    shutil.copytree(_ok_run(artifact), outside / "copied")  # what a symlinked run folder would smuggle in
+    shutil.copytree(ok_run(artifact), outside / "copied")  # what a symlinked run folder would smuggle in
     code, out, _ = call(capsys, monkeypatch, "results", "validate", str(artifact))
     assert code == 0, out
     HOSTILE[case](artifact, outside)
@@ -69,7 +65,7 @@ def test_unlisted_entries_fail_validation_and_are_never_followed(case: str, arti
 
 def test_report_never_reads_through_a_link_even_unvalidated(artifact: Path, tmp_path: Path) -> None:
     """The report's reader itself refuses a linked telemetry file (no TypeError), validation aside."""
-    run = _ok_run(artifact)
+    run = ok_run(artifact)
     (run / "telemetry.csv").symlink_to("/etc/passwd")
     with pytest.raises(BadInput, match="link"):
         load_report_data(artifact)
@@ -79,7 +75,7 @@ def test_report_never_reads_through_a_link_even_unvalidated(artifact: Path, tmp_
 
 
 def _tamper_throughput(artifact: Path) -> Path:
-    result = _ok_run(artifact) / "result.json"
+    result = ok_run(artifact) / "result.json"
     document = json.loads(result.read_text())
     document["measurements"]["steady"]["throughput"] *= 100
     result.write_text(json.dumps(document))
@@ -130,7 +126,7 @@ def declare_in_flight(artifact: Path, folder: str) -> None:
 def test_untampered_interrupted_artifact_still_resumes(artifact: Path, capsys, monkeypatch) -> None:
     """Unlisted files of the folder the manifest declares in flight (what an interrupted run leaves) are
     not tampering: resume proceeds; the same files outside a folder in flight are (see test_hostile_resume)."""
-    run = _ok_run(artifact).parent / "fake2-bf16-optimized-b16-d1-r1"
+    run = ok_run(artifact).parent / "fake2-bf16-optimized-b16-d1-r1"
     run.mkdir()
     (run / "engine.log").write_text("partial\n")
     declare_in_flight(artifact, run.relative_to(artifact).as_posix())

@@ -15,7 +15,7 @@ import pytest
 from orchestrator.artifacts import Artifact, seal, write_manifest
 from orchestrator.artifacts.layout import layout_problem
 from orchestrator.jsonio import write_json
-from tests.reliability.hostile_support import FAKE_SCENARIO, call, fake_artifact, fake_engines, save_figures, timed
+from tests.reliability.hostile_support import FAKE_SCENARIO, call, fake_artifact, fake_engines, ok_run, save_figures, timed
 from tests.reliability.test_hostile_artifacts import declare_in_flight
 
 __all__ = ["fake_engines"]
@@ -33,17 +33,13 @@ def artifact(tmp_path: Path, capsys, monkeypatch) -> Path:
     return fake_artifact(tmp_path, capsys, monkeypatch)
 
 
-def _ok_run(artifact: Path) -> Path:
-    return next(artifact.glob("runs/fake-fp32-*"))
-
-
 def _crashed_run(artifact: Path) -> Path:
     return next(artifact.glob("runs/fake2-fp32-*"))
 
 
 OUTSIDE = {
     "empty dot-folder": lambda a: (a / ".cache").mkdir(),
-    "empty dot-folder in a run": lambda a: (_ok_run(a) / ".d").mkdir(),
+    "empty dot-folder in a run": lambda a: (ok_run(a) / ".d").mkdir(),
     "runs/not-a-run": lambda a: (a / "runs" / "not-a-run").mkdir(),
     "unknown top-level folder": lambda a: (a / "extra").mkdir(),
     "attempt not numbered": lambda a: (a / "attempts" / "x" / "latest").mkdir(parents=True),
@@ -72,7 +68,7 @@ def test_the_layout_accepts_what_bench_writes() -> None:
 
 @pytest.mark.parametrize("name", ["telemetry.csv", ".hidden", "extra.json"])
 def test_a_file_added_to_a_sealed_run_is_refused(name: str, artifact: Path, capsys, monkeypatch) -> None:
-    (_ok_run(artifact) / name).write_text("gpu,util\n0,100\n")
+    (ok_run(artifact) / name).write_text("gpu,util\n0,100\n")
     with timed("resume: added files"):
         code, _, err = call(capsys, monkeypatch, "scenario", "resume", str(artifact), "--runtime", "local")
     assert code == 2 and name in err and "--force" in err
@@ -85,7 +81,7 @@ def test_a_forged_ok_run_in_an_interrupted_folder_is_not_adopted(artifact: Path,
     """The folder in flight holds a copied ok run (record and result): resume runs it again, never keeps it."""
     crashed = _crashed_run(artifact)
     shutil.rmtree(crashed)
-    shutil.copytree(_ok_run(artifact), crashed)
+    shutil.copytree(ok_run(artifact), crashed)
     for name in ("run.json", "result.json", "spec.json"):  # the ok run's documents, renamed to the crashed run
         text = (crashed / name).read_text().replace("fake-fp32", "fake2-fp32").replace('"engine": "fake"', '"engine": "fake2"')
         (crashed / name).write_text(text)
@@ -93,7 +89,7 @@ def test_a_forged_ok_run_in_an_interrupted_folder_is_not_adopted(artifact: Path,
     code, out, _ = call(capsys, monkeypatch, "scenario", "resume", str(artifact), "--runtime", "local", "--dry-run", "--json")
     plan = {r["run_id"]: r for r in json.loads(out)["runs"]}
     assert code == 0 and plan[crashed.name]["action"] == "run" and "never sealed" in plan[crashed.name]["why"], plan
-    assert plan[_ok_run(artifact).name]["action"] == "keep"  # quiet: a sealed ok run is kept
+    assert plan[ok_run(artifact).name]["action"] == "keep"  # quiet: a sealed ok run is kept
     code, _, _ = call(capsys, monkeypatch, "scenario", "resume", str(artifact), "--runtime", "local", "--json")
     record = json.loads((crashed / "run.json").read_text())
     assert record["status"] == "failed", record  # run again (its engine crashes)
@@ -107,7 +103,7 @@ def test_an_engine_that_rewrites_an_earlier_run_is_caught(tmp_path: Path, capsys
     code, _, _ = call(capsys, monkeypatch, "scenario", "run", str(FAKE_SCENARIO), "--runtime", "local", "--out", str(out),
                         "--precisions", "fp32", "--set", "engines.fake2.options.behaviour=tamper_earlier", "--json")
     (artifact,) = out.glob("fake_tiny/*")
-    victim = json.loads((_ok_run(artifact) / "run.json").read_text())
+    victim = json.loads((ok_run(artifact) / "run.json").read_text())
     culprit = json.loads((_crashed_run(artifact) / "run.json").read_text())
     assert code == 1 and victim["status"] == "invalid" and "result.json changed after the run was sealed" in victim["reason"], victim
     assert culprit["status"] == "invalid" and "changed while its engine ran" in culprit["reason"], culprit

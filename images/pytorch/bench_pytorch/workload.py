@@ -115,9 +115,10 @@ class TorchWorkload(Workload):
         """||w_end - w_0|| over the trainable parameters, summed in float64 on the device."""
         if not self._initial:
             return None
-        with torch.no_grad():
-            moved = sum(float(((p.double() - p0.double()) ** 2).sum()) for p, p0 in zip(self.parameters, self._initial, strict=True))
-            start = sum(float((p0.double() ** 2).sum()) for p0 in self._initial)
+        with torch.no_grad():  # one read of the device: both sums stacked
+            moved_sq = torch.stack([((p.double() - p0.double()) ** 2).sum() for p, p0 in zip(self.parameters, self._initial, strict=True)]).sum()
+            start_sq = torch.stack([(p0.double() ** 2).sum() for p0 in self._initial]).sum()
+            moved, start = (float(v) for v in torch.stack([moved_sq, start_sq]).cpu())
         values = sum(p.numel() for p in self._initial)
         return WeightChange(l2=moved**0.5, relative=(moved / start) ** 0.5, values=values)
 
