@@ -55,6 +55,20 @@ def test_jax_options_resolve_over_the_defaults() -> None:
     assert not donate(engine_options({"engine_options": {"donate": True}}), optimized=True, mode="infer")
 
 
+def test_jax_auto_donation_stays_off_where_it_was_measured_wrong() -> None:
+    """auto does not donate at bf16 on a GPU (non-finite gradients on the H200) and says why; an explicit true still donates."""
+    add_paths("jax")
+    from bench_jax.options import donate, donation_declined, engine_options
+
+    auto = engine_options({})
+    assert not donate(auto, True, "train", "cuda", "bf16")
+    assert donate(auto, True, "train", "cuda", "tf32") and donate(auto, True, "train", "cpu", "bf16")
+    assert "non-finite" in (donation_declined(auto, True, "train", "cuda", "bf16") or "")
+    assert donation_declined(auto, True, "train", "cuda", "tf32") is None
+    forced = engine_options({"engine_options": {"donate": True}})
+    assert donate(forced, True, "train", "cuda", "bf16") and donation_declined(forced, True, "train", "cuda", "bf16") is None
+
+
 def test_tensorflow_switches_resolve_over_the_defaults() -> None:
     add_paths("tensorflow")
     from bench_engine.api import UnsupportedError

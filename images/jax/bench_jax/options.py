@@ -22,10 +22,30 @@ def engine_options(spec: dict[str, Any]) -> dict[str, Any]:
     return {**OPTION_DEFAULTS, **(spec.get("engine_options") or {})}
 
 
-def donate(options: dict[str, Any], optimized: bool, mode: str) -> bool:
-    """Buffer donation: the option (auto: on the optimized path), training only."""
+# Measured on an NVIDIA H200 (jaxlib 0.11, benchmarks/probes/jax_bf16_divergence.py): with the train
+# state donated, a bf16 step's autotuned cuDNN convolutions wrote non-finite weight gradients into the
+# 1x1 convolutions of layer1 within the first 3 steps (the loss before the update still finite), in
+# every repeat; the same step without donation, with TF32 convolutions, or with XLA's autotuning off
+# stayed finite for a whole epoch. So ``auto`` does not donate at bf16 on a GPU: a faster wrong step is
+# not the fastest correct path. ``donate: true`` still donates (and parity then judges the run).
+UNSAFE_DONATION = {("cuda", "bf16"): "not at bf16 on a GPU: with donated state XLA's autotuned bf16 cuDNN convolutions "
+                                     "wrote non-finite weight gradients within 3 steps on an H200 (jaxlib 0.11; "
+                                     "README 'JAX at bf16')"}
+
+
+def donate(options: dict[str, Any], optimized: bool, mode: str, kind: str = "cpu", precision: str = "fp32") -> bool:
+    """Buffer donation: the option (auto: on the optimized path, except where :data:`UNSAFE_DONATION` says), training only."""
     value = options["donate"]
-    return bool(optimized if value == "auto" else value) and mode == "train"
+    if value == "auto":
+        return optimized and mode == "train" and (kind, precision) not in UNSAFE_DONATION
+    return bool(value) and mode == "train"
+
+
+def donation_declined(options: dict[str, Any], optimized: bool, mode: str, kind: str, precision: str) -> str | None:
+    """Why ``auto`` did not donate on the optimized training path (None when it did, or was not asked to)."""
+    if options["donate"] != "auto" or not optimized or mode != "train":
+        return None
+    return UNSAFE_DONATION.get((kind, precision))
 
 
 def steps_per_dispatch(options: dict[str, Any], config: StepConfig, kind: str, spec: dict[str, Any],
@@ -52,13 +72,13 @@ def _not_looping(config: StepConfig) -> str | None:
 
 
 def optimizations(config: StepConfig, xla_flags: str, kind: str = "cpu", shards: Any = None,
-                  dispatch: DispatchChoice = ONE_STEP) -> dict[str, dict[str, Any]]:
-    """The switches in effect, as {name: {applied, detail}}."""
+                  dispatch: DispatchChoice = ONE_STEP, declined: str | None = None) -> dict[str, dict[str, Any]]:
+    """The switches in effect, as {name: {applied, detail}}; ``declined``: why auto did not donate."""
     infer = config.mode == "infer"
     return {
         "jit": {"applied": True, "detail": _jit_detail(config)},
         "jit_full_step": {"applied": config.full_step and not infer, "detail": "optimizer update fused into the jitted step"},
-        "donation": {"applied": config.donate, "detail": _donation_detail(config)},
+        "donation": {"applied": config.donate, "detail": declined or _donation_detail(config)},
         "device_resident_data": {"applied": config.device_data,
                                  "detail": "normalised split on the device, batch sliced in the step (lax.dynamic_slice)"
                                  if config.device_data else "numpy batches sliced on the host, transferred every step"},

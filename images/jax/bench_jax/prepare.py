@@ -23,7 +23,7 @@ from bench_engine.data import Dataset, check_dataset, normalize
 from bench_engine.initweights import resolve_init
 from bench_jax import model as models
 from bench_jax import readback
-from bench_jax.options import donate, engine_options, optimizations, steps_per_dispatch
+from bench_jax.options import donate, donation_declined, engine_options, optimizations, steps_per_dispatch
 from bench_jax.precision import PrecisionPolicy, apply_precision
 from bench_jax.step import StepConfig, TrainState, replicated, sharded
 from bench_jax.workload import JaxWorkload, planned_calls
@@ -58,15 +58,17 @@ def build_workload(spec: dict[str, Any], data: Dataset, kind: str, devices: list
     policy = apply_precision(parity["precision"], kind, devices)
     model = _model(parity, policy)
     ready = _setup_on_device(spec, data, model, geometry, devices[0], mesh, shards)
-    step_config = StepConfig(mode=mode, full_step=optimized, donate=donate(options, optimized, mode), device_data=device_data,
-                             size=parity["batch"]["per_device"], world=world)
+    precision = parity["precision"]
+    step_config = StepConfig(mode=mode, full_step=optimized, donate=donate(options, optimized, mode, kind, precision),
+                             device_data=device_data, size=parity["batch"]["per_device"], world=world)
     dispatch = steps_per_dispatch(options, step_config, kind, spec, data.samples)
     group = dispatch.steps
     workload = JaxWorkload(
         trainable_parameters=models.count_parameters(ready.params),
         precision=policy.report(),
         data_placement=parity["data_placement"],
-        optimizations=optimizations(step_config, os.environ.get("XLA_FLAGS", ""), kind, shards, dispatch),
+        optimizations=optimizations(step_config, os.environ.get("XLA_FLAGS", ""), kind, shards, dispatch,
+                                    donation_declined(options, optimized, mode, kind, precision)),
         world_size=world, mesh=mesh, shards=shards, mode=mode, model=model, tx=ready.tx, state=ready.state,
         data=ready.placed, device=devices[0], step_config=step_config, steps_per_dispatch=group,
     )
