@@ -1,7 +1,7 @@
 """Proof that PyTorch's optimized path captures its whole step for every optimizer and precision.
 
 Usage: python3 benchmarks/pytorch_graph_matrix.py [--device cuda] [--batch 128] [--steps 20]
-       [--optimizers sgd,adam] [--precisions tf32,bf16,fp16] [--option fused_optimizer=false ...]
+       [--optimizers sgd,adam] [--precisions tf32,bf16,fp16] [--option fused_optimizer=false ...] [--sgd-lr 0.1]
 
 For each optimizer x precision it builds the engine's own workload (``bench_pytorch.workload.
 build_workload``: model, precision policy, optimizer, step, CUDA-graph runner) for ResNet-50 v1.5
@@ -44,6 +44,7 @@ class Row:
     capturable: bool | None = None
     steps_per_s: float = 0.0
     loss_finite: bool = False
+    loss: float | None = None
     note: str = ""
 
 
@@ -73,6 +74,8 @@ def run_one(optimizer: str, precision: str, args: argparse.Namespace, options: d
     from bench_pytorch.workload import build_workload
 
     spec = spec_for(optimizer, precision, args.batch, options, args.device)
+    if optimizer == "sgd" and args.sgd_lr is not None:
+        spec["parity"]["optimizer"] = {**spec["parity"]["optimizer"], "lr": args.sgd_lr}
     rng = np.random.default_rng(0)
     samples = spec["parity"]["dataset"]["samples"]
     data = Dataset(rng.integers(0, 256, (samples, 32, 32, 3), dtype=np.uint8),
@@ -101,7 +104,7 @@ def run_one(optimizer: str, precision: str, args: argparse.Namespace, options: d
         read = workload.readback["optimizer"]
         note = "" if captured else workload.optimizations["cuda_graphs"]["detail"]
         return Row(optimizer, precision, captured, read["class"].rsplit(".", 1)[-1], read["fused"], read["capturable"],
-                   rate, loss is not None and math.isfinite(loss), note)
+                   rate, loss is not None and math.isfinite(loss), loss, note)
     finally:
         workload.close()
 
@@ -125,6 +128,7 @@ def main() -> int:
     parser.add_argument("--optimizers", default="sgd,adam")
     parser.add_argument("--precisions", default=None, help="default: tf32,bf16,fp16 (cuda), fp32,bf16 (cpu)")
     parser.add_argument("--option", action="append", default=[], help="engine option key=value (repeatable)")
+    parser.add_argument("--sgd-lr", type=float, default=None, help=f"SGD's learning rate (default {OPTIMIZERS['sgd']['lr']})")
     args = parser.parse_args()
     options = parse_options(args.option)
     import torch
@@ -146,7 +150,8 @@ def main() -> int:
             print(f"{row.optimizer:<5} {row.precision:<5} captured={'yes' if row.captured else 'no':<3} "
                   f"{row.optimizer_class:<5} fused={row.fused!s:<5} capturable={row.capturable!s:<5} "
                   f"{row.steps_per_s:8.1f} steps/s ({row.steps_per_s * args.batch:9.0f} img/s) "
-                  f"loss_finite={'yes' if row.loss_finite else 'no'}{'  ' + row.note if row.note else ''}", flush=True)
+                  f"loss_finite={'yes' if row.loss_finite else 'no'} loss={row.loss if row.loss is not None else '-'}"
+                  f"{'  ' + row.note if row.note else ''}", flush=True)
     if args.device == "cpu":
         return 0 if all(row.loss_finite for row in rows) else 1
     failed = [f"{row.optimizer}/{row.precision}" for row in rows if not (row.captured and row.loss_finite)]
