@@ -106,7 +106,8 @@ def _engine_environment(run: RunData) -> tuple[Any, ...]:
     assert run.result is not None
     env = run.result["environment"]
     runtime = run.record.get("runtime") or {}
-    applied = ", ".join(k for k, v in sorted((run.result["work"].get("optimizations") or {}).items()) if v.get("applied")) or "none"
+    work = run.result.get("work")  # a failed engine's result has none
+    applied = None if work is None else ", ".join(k for k, v in sorted((work.get("optimizations") or {}).items()) if v.get("applied")) or "none"
     return (f"{env.get('framework')} {env.get('framework_version')}", env.get("python") or None, env.get("cuda") or None,
             env.get("cudnn") or None, env.get("device_kind") or None, ", ".join(env.get("devices") or []) or None, runtime.get("name"),
             runtime.get("image") or runtime.get("interpreter") or None, applied)
