@@ -7,8 +7,10 @@
 (see ``default_report_dir``): beside the scenario folders, never among the artifacts.
 
 Every table is one model (tables.py: columns and typed cells, formats.py: how a cell reads as text), built by
-tables.py (the report), raw_tables.py (the CSV files) and summary_tables.py (the terminal), and written by one
-small exporter per format: markdown.py, html.py, csvout.py and, for the terminal, orchestrator/cli/results_view.py.
+tables.py (the report; its Host, Engines and GPUs tables in environment.py), raw_tables.py (the CSV files) and
+summary_tables.py (the terminal), and written by one small exporter per format: markdown.py, html.py, csvout.py and,
+for the terminal, orchestrator/cli/results_view.py. plots.py draws the figures (PNG beside report.md, inline SVG in
+report.html) in one look per engine and precision (styles.py).
 """
 
 from __future__ import annotations
