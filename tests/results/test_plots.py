@@ -31,12 +31,13 @@ def tagged(figure: Any) -> list[tuple[str, str, str, Any]]:
 
 
 def colour_of(artist: Any) -> str:
+    """A line's colour, or the (first) face colour of a patch or collection, as #rrggbb."""
+    import numpy as np
     from matplotlib.colors import to_hex
 
-    if hasattr(artist, "get_color") and not hasattr(artist, "get_facecolor"):
+    if not hasattr(artist, "get_facecolor"):  # Line2D
         return to_hex(artist.get_color())
-    return to_hex(artist.get_facecolor()[0] if hasattr(artist.get_facecolor(), "ndim") and artist.get_facecolor().ndim == 2
-                  else artist.get_facecolor())
+    return to_hex(np.atleast_2d(artist.get_facecolor())[0])
 
 
 def legend_labels(figure: Any) -> list[str]:
