@@ -18,15 +18,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from orchestrator.artifacts.extract import extract_bounded
-from orchestrator.artifacts.layout import MANIFEST
+from orchestrator.artifacts.layout import ARCHIVES, MANIFEST, open_artifact, results_root
 from orchestrator.artifacts.manifest import listed_files
 from orchestrator.artifacts.validate import ArtifactProblem, validate_artifact
 from orchestrator.errors import BadInput
 
 
-def default_archive_path(folder: Path) -> Path:
+def default_archive_path(folder: Path, scenario: str) -> Path:
+    """``<results>/archives/<scenario>/<folder name>.tar.gz`` (see :func:`~orchestrator.artifacts.layout.results_root`)."""
     folder = folder.resolve()
-    return folder.parent / f"{folder.name}.tar.gz"
+    return results_root(folder, scenario) / ARCHIVES / scenario / f"{folder.name}.tar.gz"
 
 
 def _artifact_root(folder: Path) -> Path | None:
@@ -134,7 +135,7 @@ def create_archive(folder: Path, out: Path | None = None, force: bool = False) -
         raise BadInput(f"{folder}: not archived, the artifact has {len(problems)} problem(s): {problems[0]}"
                        " (see 'bench results validate')")
     root = folder.resolve()
-    out = (out or default_archive_path(root)).resolve()
+    out = (out or default_archive_path(root, open_artifact(root).scenario)).resolve()
     if out.is_relative_to(root):
         raise BadInput(f"--out {out}: inside the artifact (writing there would modify it)")
     if out.exists() and not force:

@@ -37,6 +37,22 @@ def omittable(rel: str) -> bool:
     return any(fnmatch.fnmatchcase(rel, pattern) and rel.count("/") == pattern.count("/") for pattern in OMITTABLE)
 
 
+# where reports and archives go by default: <results>/reports/<scenario>/, <results>/archives/<scenario>/,
+# beside the scenario folders, never inside one (where a report folder could pass for the newest artifact)
+REPORTS = "reports"
+ARCHIVES = "archives"
+
+
+def results_root(source: Path, scenario: str) -> Path:
+    """The results folder ``source`` belongs to: ``<root>`` of an artifact folder ``<root>/<scenario>/<id>``
+    (bench's layout) or of an archive ``<root>/archives/<scenario>/<file>``; else the folder holding ``source``."""
+    source = source.resolve()
+    if source.parent.name != scenario:
+        return source.parent
+    root = source.parent.parent
+    return root.parent if source.is_file() and root.name == ARCHIVES else root
+
+
 # file name -> schema it must satisfy
 SCHEMA_OF = {
     "search.json": "maxbatch", "spec.json": "run-spec", "result.json": "engine-result", "run.json": "run-record",

@@ -115,7 +115,8 @@ def _render_environment(env: dict[str, Any]) -> None:
 
 def report(artifact: Path = typer.Argument(..., help="Artifact folder (or .tar.gz archive)."),
            html: bool = typer.Option(False, "--html", help="Also write a self-contained HTML page with plots."),
-           out_dir: Path | None = typer.Option(None, "--out", help="Output folder (default: <artifact-id>-report next to the artifact)."),
+           out_dir: Path | None = typer.Option(None, "--out", help="Output folder (default: <results>/reports/<scenario>/<artifact-id>-report "
+                                                "for the artifact <results>/<scenario>/<artifact-id>, never among the artifacts)."),
            as_published: Path | None = typer.Option(None, "--as-published", help="A second artifact that ran the claims' own protocol "
                                                     "(e.g. scenarios/opennn_seed_as_published.yaml): the claims table shows claimed, as "
                                                     "published and fair."),
@@ -131,7 +132,7 @@ def report(artifact: Path = typer.Argument(..., help="Artifact folder (or .tar.g
             data.as_published = load_report_data(other, str(as_published))
             if not data.scenario.get("claims"):
                 raise BadInput(f"--as-published {as_published}: artifact {artifact}'s scenario has no claims to compare")
-        target = out_dir or default_report_dir(artifact, data.artifact_id)
+        target = out_dir or default_report_dir(artifact, data.summary["scenario"], data.artifact_id)
         written = build_report(data, target, html=html, artifact_root=artifact if artifact.is_dir() else None)
     if as_json:
         print_json({"artifact": str(artifact), "out": str(target.resolve()), "files": {k: str(v) for k, v in written.items()}})
@@ -143,7 +144,8 @@ def report(artifact: Path = typer.Argument(..., help="Artifact folder (or .tar.g
 
 
 def archive(artifact: Path = typer.Argument(..., help="Artifact folder."),
-            out_file: Path | None = typer.Option(None, "--out", help="Archive file (default: <artifact-id>.tar.gz next to the artifact)."),
+            out_file: Path | None = typer.Option(None, "--out", help="Archive file (default: <results>/archives/<scenario>/<artifact-id>.tar.gz "
+                                                 "for the artifact <results>/<scenario>/<artifact-id>, never among the artifacts)."),
             force: bool = typer.Option(False, "--force", help="Replace an existing archive."),
             as_json: bool = typer.Option(False, "--json")) -> None:
     """Write the artifact folder (manifest and every listed file) as a .tar.gz, after validating it."""

@@ -3,18 +3,21 @@
 ``build_report(source, out_dir, html=...)`` reads the artifact (never modifying it) and writes into
 ``out_dir``: ``report.md`` (+ ``plot-*.png`` beside it when matplotlib is installed), ``runs.csv``,
 ``groups.csv`` and, with ``html``, ``report.html``. The default ``out_dir`` is
-``<folder holding the artifact>/<artifact-id>-report/`` (see ``default_report_dir``).
+``<results>/reports/<scenario>/<artifact-id>-report/`` for an artifact ``<results>/<scenario>/<artifact-id>/``
+(see ``default_report_dir``): beside the scenario folders, never among the artifacts.
 
 Every table is one model (tables.py: columns and typed cells, formats.py: how a cell reads as text), built by
-tables.py (the report), raw_tables.py (the CSV files) and summary_tables.py (the terminal), and written by one
-small exporter per format: markdown.py, html.py, csvout.py and, for the terminal, orchestrator/cli/results_view.py.
+tables.py (the report; its Host, Engines and GPUs tables in environment.py), raw_tables.py (the CSV files) and
+summary_tables.py (the terminal), and written by one small exporter per format: markdown.py, html.py, csvout.py and,
+for the terminal, orchestrator/cli/results_view.py. plots.py draws the figures (PNG beside report.md, inline SVG in
+report.html) in one look per engine and precision (styles.py).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from orchestrator.artifacts.layout import utc_now
+from orchestrator.artifacts.layout import REPORTS, results_root, utc_now
 from orchestrator.errors import BadInput
 from orchestrator.jsonio import write_text_atomic
 from orchestrator.reports.data import ReportData, load_report_data
@@ -22,9 +25,9 @@ from orchestrator.reports.data import ReportData, load_report_data
 __all__ = ["ReportData", "build_report", "default_report_dir", "load_report_data"]
 
 
-def default_report_dir(source: Path, artifact_id: str) -> Path:
-    """``<parent of the artifact folder or archive>/<artifact-id>-report``."""
-    return source.resolve().parent / f"{artifact_id}-report"
+def default_report_dir(source: Path, scenario: str, artifact_id: str) -> Path:
+    """``<results>/reports/<scenario>/<artifact-id>-report`` (see :func:`~orchestrator.artifacts.layout.results_root`)."""
+    return results_root(source, scenario) / REPORTS / scenario / f"{artifact_id}-report"
 
 
 def build_report(data: ReportData, out_dir: Path, html: bool = False, artifact_root: Path | None = None) -> dict[str, Path]:

@@ -1,19 +1,34 @@
 """Report plots with matplotlib (Agg backend, imported lazily): throughput, strong scaling, step times, telemetry.
 
-Each builder returns a ``Figure`` or None when the artifact has nothing to plot; ``to_svg`` and
-``to_png`` turn a figure into self-contained SVG text (glyphs as paths) or PNG bytes.
+Every plot draws a group of runs (engine, precision, path, batch, devices) in one look, the same in every plot
+(reports/styles.py: the engine's colour, the precision's line style). Repeats are summarised, never drawn one line
+each: a median line in a min-max band across the repeats (the repeats' own points faint, without a legend entry),
+and the legend lists one entry per group, outside the axes. Every data artist carries a gid
+``<plot>/<engine>/<precision>/<role>/<n>`` (the throughput's black repeat dots excepted): the id of its SVG element,
+and what the tests read its engine from.
+Each builder returns a ``Plot`` or None when the artifact has nothing to plot; ``to_svg`` and ``to_png`` turn a
+figure into self-contained SVG text (glyphs as paths) or PNG bytes.
 """
 
 from __future__ import annotations
 
 import io
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator.reports.data import ReportData
+import numpy as np
 
-PALETTE = ["#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860", "#DA8BC3", "#8C8C8C", "#CCB974", "#64B5CD"]
+from orchestrator.reports.data import ReportData
+from orchestrator.reports.styles import NEUTRAL, Styles, styles_for
+
+GroupKey = tuple[str, str, Any, Any, Any]  # engine, precision, path, batch per device, devices
+VARIANT = ("path", "batch_per_device", "devices")
+MARKERS = ("o", "s", "^", "D", "v", "P", "X")
+BAND_ALPHA = 0.2
+POINT_ALPHA = 0.35
+TELEMETRY_BINS = 300
 
 
 @dataclass
@@ -67,75 +82,135 @@ def to_png(fig: Any) -> bytes:
     return buf.getvalue()
 
 
-def _group_label(g: dict[str, Any], vary: set[str]) -> str:
-    parts = [g["engine"], g["precision"]]
-    if "path" in vary:
-        parts.append(g["path"])
-    if "batch_per_device" in vary:
-        parts.append(f"b{g['batch_per_device']}")
-    if "devices" in vary:
-        parts.append(f"x{g['devices']}")
-    return "\n".join([parts[0], " ".join(parts[1:])])
+def styles(data: ReportData) -> Styles:
+    """The report's one engine -> colour and precision -> line style mapping (every run of the summary)."""
+    runs = data.summary["runs"]
+    return styles_for((r["engine"] for r in runs), (r["precision"] for r in runs))
+
+
+def group_key(row: dict[str, Any]) -> GroupKey:
+    return (row["engine"], row["precision"], row.get("path"), row.get("batch_per_device"), row.get("devices"))
+
+
+def _varying(keys: Sequence[GroupKey]) -> list[int]:
+    """Indexes (2: path, 3: batch, 4: devices) of the key parts that differ between the groups."""
+    return [i for i in (2, 3, 4) if len({k[i] for k in keys}) > 1]
+
+
+def _label(key: GroupKey, vary: Sequence[int], sep: str = " ") -> str:
+    extra = [str(key[2]) if i == 2 else f"b{key[3]}" if i == 3 else f"x{key[4]}" for i in vary]
+    return sep.join([key[0], " ".join([key[1], *extra])])
+
+
+def _markers(keys: Sequence[GroupKey], vary: Sequence[int]) -> dict[GroupKey, str | None]:
+    """A marker per variant (the varying path, batch, devices), so that two groups of one engine and precision differ."""
+    if not vary:
+        return dict.fromkeys(keys)
+    variants = sorted({tuple(str(k[i]) for i in vary) for k in keys})
+    return {k: MARKERS[variants.index(tuple(str(k[i]) for i in vary)) % len(MARKERS)] for k in keys}
+
+
+def _gid(plot: str, key: GroupKey, role: str, n: int) -> str:
+    """``<plot>/<engine>/<precision>/<role>/<n>``: unique in the page (an engine's name never holds a '/')."""
+    return f"{plot}/{key[0]}/{key[1]}/{role}/{n}"
+
+
+def _legend(fig: Any, handles: list[Any], labels: list[str]) -> None:
+    """One figure legend outside the axes (right), so that it never covers the data."""
+    if handles:
+        fig.legend(handles, labels, loc="outside right upper", fontsize="small")
+
+
+def _median_band(ax: Any, x: np.ndarray, stack: np.ndarray, look: dict[str, Any], plot: str, key: GroupKey, n: int) -> tuple[Any, Any]:
+    """The median of ``stack`` (one row per repeat, NaN where a repeat has no value) over ``x``, in its min-max band."""
+    keep = ~np.all(np.isnan(stack), axis=0)
+    x, stack = x[keep], stack[:, keep]
+    median, low, high = np.nanmedian(stack, axis=0), np.nanmin(stack, axis=0), np.nanmax(stack, axis=0)
+    band = ax.fill_between(x, low, high, color=look["color"], alpha=BAND_ALPHA, lw=0, gid=_gid(plot, key, "band", n))
+    marker = look.get("marker")
+    (line,) = ax.plot(x, median, color=look["color"], ls=look["ls"], lw=1.6, gid=_gid(plot, key, "median", n),
+                      marker=marker, ms=4, markevery=max(1, len(x) // 8) if marker else None)
+    return band, line
 
 
 def throughput(data: ReportData) -> Plot | None:
     groups = [g for g in data.summary["groups"] if g.get("throughput")]
     if not groups:
         return None
-    vary = {k for k in ("path", "batch_per_device", "devices") if len({g[k] for g in groups}) > 1}
-    engines = sorted({g["engine"] for g in groups})
-    colour = {e: PALETTE[i % len(PALETTE)] for i, e in enumerate(engines)}
-    values: dict[tuple, list[float]] = defaultdict(list)
+    look = styles(data)
+    keys = [group_key(g) for g in groups]
+    vary = _varying(keys)
+    values: dict[GroupKey, list[float]] = defaultdict(list)
     for row in data.summary["runs"]:
         if row["status"] == "ok" and row.get("throughput"):
-            values[(row["engine"], row["precision"], row.get("path"), row.get("batch_per_device"), row.get("devices"))].append(row["throughput"])
-    fig, axes = _figure(max(5.0, 1.3 * len(groups) + 2), 4.2)
+            values[group_key(row)].append(row["throughput"])
+    fig, axes = _figure(max(5.0, 1.3 * len(groups) + 3), 4.2)
     ax = axes[0, 0]
     used_ci = False
-    for x, g in enumerate(groups):
+    legend: dict[str, Any] = {}
+    for x, (g, key) in enumerate(zip(groups, keys, strict=True)):
         tp = g["throughput"]
         ci = tp.get("ci95")
         low, high = (ci if ci else (tp["min"], tp["max"]))
         used_ci = used_ci or bool(ci)
-        ax.bar(x, tp["median"], color=colour[g["engine"]], alpha=0.85, width=0.6,
-               label=g["engine"] if g["engine"] not in ax.get_legend_handles_labels()[1] else None)
+        colour = look.colour(g["engine"])
+        bar = ax.bar(x, tp["median"], color=colour, alpha=0.85, width=0.6, gid=_gid("throughput", key, "median", x))
+        legend.setdefault(g["engine"], bar)
         ax.errorbar(x, tp["median"], yerr=[[max(tp["median"] - low, 0)], [max(high - tp["median"], 0)]], fmt="none",
                     ecolor="black", capsize=5, lw=1.2)
-        points = values[(g["engine"], g["precision"], g["path"], g["batch_per_device"], g["devices"])]
+        points = values[key]
         if points:
-            offsets = [(-0.15 + 0.3 * i / max(len(points) - 1, 1)) if len(points) > 1 else 0 for i in range(len(points))]
-            ax.scatter([x + o for o in offsets], points, color="black", s=12, zorder=3)
-    ax.set_xticks(range(len(groups)), [_group_label(g, vary) for g in groups])
+            offsets = np.linspace(-0.18, 0.18, len(points)) if len(points) > 1 else [0.0]
+            ax.scatter([x + o for o in offsets], points, color="black", s=10, alpha=0.6, zorder=3, lw=0)  # neutral on the bar
+    ax.set_xticks(range(len(groups)), [_label(k, vary, sep="\n") for k in keys])
     ax.set_ylabel("samples/s (steady state)")
     ax.set_ylim(bottom=0)
-    ax.legend(loc="best", fontsize="small")
     ax.set_title("Steady-state throughput per engine and precision")
-    caption = ("Bars: median over valid repeats; dots: individual repeats; error bars: "
+    _legend(fig, list(legend.values()), list(legend))
+    caption = ("Bars: median over valid repeats, one colour per engine; dots: individual repeats; error bars: "
                + ("bootstrap 95% CI of the median where 5+ repeats, else min-max." if used_ci else "min-max over the repeats."))
     return Plot("throughput", "Throughput", caption, fig)
 
 
-def step_times(data: ReportData) -> Plot | None:
-    traces = []
-    for run in data.runs:
-        windows = ((run.result or {}).get("measurements") or {}).get("windows") or []
-        if not windows:
-            continue
-        xs, ys, step = [], [], 0
-        for steps, _samples, duration in windows:
-            if steps <= 0:
-                continue
+def _window_trace(result: dict[str, Any] | None) -> tuple[np.ndarray, np.ndarray] | None:
+    """(steady-state step reached, ms per step) of every timing window of a result, or None without windows."""
+    xs, ys, step = [], [], 0
+    for steps, _samples, duration in ((result or {}).get("measurements") or {}).get("windows") or []:
+        if steps > 0:
             step += steps
             xs.append(step)
             ys.append(duration / steps * 1000.0)
-        if xs:
-            traces.append((run.label, xs, ys))
+    return (np.array(xs, dtype=float), np.array(ys, dtype=float)) if xs else None
+
+
+def _on_grid(grid: np.ndarray, xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
+    """``ys`` interpolated at ``grid`` inside the trace's own range, NaN outside it."""
+    return np.interp(grid, xs, ys, left=np.nan, right=np.nan)
+
+
+def step_times(data: ReportData) -> Plot | None:
+    traces: dict[GroupKey, list[tuple[np.ndarray, np.ndarray]]] = defaultdict(list)
+    for run in data.runs:
+        trace = _window_trace(run.result)
+        if trace is not None:
+            traces[group_key(run.record)].append(trace)
     if not traces:
         return None
-    fig, axes = _figure(8, 4)
+    look = styles(data)
+    keys = list(traces)
+    vary = _varying(keys)
+    markers = _markers(keys, vary)
+    fig, axes = _figure(9, 4)
     ax = axes[0, 0]
-    for i, (label, xs, ys) in enumerate(traces):
-        ax.plot(xs, ys, marker="o" if len(xs) < 40 else None, ms=3, lw=1.2, color=PALETTE[i % len(PALETTE)], label=label)
+    handles, labels = [], []
+    for n, (key, members) in enumerate(traces.items()):
+        grid = np.unique(np.concatenate([xs for xs, _ in members]))
+        stack = np.vstack([_on_grid(grid, xs, ys) for xs, ys in members])
+        style = {"color": look.colour(key[0]), "ls": look.linestyle(key[1]), "marker": markers[key]}
+        handles.append(_median_band(ax, grid, stack, style, "steps", key, n))
+        ax.scatter(np.concatenate([xs for xs, _ in members]), np.concatenate([ys for _, ys in members]), s=6, lw=0,
+                   color=style["color"], alpha=POINT_ALPHA, gid=_gid("steps", key, "repeats", n))
+        labels.append(f"{_label(key, vary)} (n={len(members)})")
     from matplotlib.ticker import MaxNLocator
 
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -143,9 +218,9 @@ def step_times(data: ReportData) -> Plot | None:
     ax.set_ylabel("time per step (ms)")
     ax.set_ylim(bottom=0)
     ax.set_title("Per-step time of the steady state (timing windows)")
-    if len(traces) <= 12:
-        ax.legend(fontsize="x-small", loc="best")
-    caption = "Each point: one synchronised timing window of the engine, divided by its steps (result.json measurements.windows)."
+    _legend(fig, handles, labels)
+    caption = ("Per group (n repeats): the median over the repeats of each synchronised timing window's time divided by its steps "
+               "(result.json measurements.windows), in the min-max band of the repeats; faint points: every repeat's windows.")
     return Plot("steps", "Step times", caption, fig)
 
 
@@ -153,19 +228,30 @@ def scaling(data: ReportData) -> Plot | None:
     rows = [r for r in data.summary.get("scaling") or [] if r.get("speedup") is not None]
     if not rows:
         return None
-    lines: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
+    look = styles(data)
+    lines: dict[GroupKey, list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
-        lines[(r["engine"], r["precision"], r.get("path"), r["batch_per_device"])].append(r)
-    vary = {k for i, k in ((2, "path"), (3, "batch")) if len({key[i] for key in lines}) > 1}
-    fig, axes = _figure(6.5, 4.2)
+        lines[(r["engine"], r["precision"], r.get("path"), r["batch_per_device"], None)].append(r)
+    keys = sorted(lines, key=lambda k: tuple(map(str, k)))
+    vary = _varying(keys)
+    markers = _markers(keys, vary)
+    fig, axes = _figure(7.5, 4.2)
     ax = axes[0, 0]
     top = max(r["devices"] for r in rows)
-    ax.plot([1, top], [1, top], ls="--", color="#8C8C8C", lw=1, label="ideal (linear)")
-    for i, (key, members) in enumerate(sorted(lines.items())):
-        members = sorted(members, key=lambda r: r["devices"])
-        label = " ".join([key[0], key[1], *([key[2]] if "path" in vary else []), *([f"b{key[3]}"] if "batch" in vary else [])])
-        ax.plot([r["devices"] for r in members], [r["speedup"] for r in members], marker="o", lw=1.5,
-                color=PALETTE[i % len(PALETTE)], label=label)
+    (ideal,) = ax.plot([1, top], [1, top], ls="--", color=NEUTRAL, lw=1)
+    handles, labels = [ideal], ["ideal (linear)"]
+    for n, key in enumerate(keys):
+        members = sorted(lines[key], key=lambda r: r["devices"])
+        colour = look.colour(key[0])
+        devices = [r["devices"] for r in members]
+        if any(r.get("speedup_ci95") for r in members):
+            ci = [r.get("speedup_ci95") or (r["speedup"], r["speedup"]) for r in members]
+            ax.fill_between(devices, [c[0] for c in ci], [c[1] for c in ci], color=colour, alpha=BAND_ALPHA, lw=0,
+                            gid=_gid("scaling", key, "band", n))
+        (line,) = ax.plot(devices, [r["speedup"] for r in members], marker=markers[key] or "o", lw=1.6, color=colour,
+                          ls=look.linestyle(key[1]), gid=_gid("scaling", key, "median", n))
+        handles.append(line)
+        labels.append(_label(key, vary))
     from matplotlib.ticker import MaxNLocator
 
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -173,9 +259,10 @@ def scaling(data: ReportData) -> Plot | None:
     ax.set_ylabel("speedup vs 1 device")
     ax.set_xlim(left=0.8)
     ax.set_ylim(bottom=0)
-    ax.legend(fontsize="small", loc="best")
     ax.set_title("Strong scaling (data parallel, same per-device batch)")
-    caption = "Speedup = median throughput on N devices / median on 1 device (summary.json scaling); dashed: linear scaling."
+    _legend(fig, handles, labels)
+    caption = ("Speedup = median throughput on N devices / median on 1 device (summary.json scaling); band: its bootstrap 95% CI "
+               "where 5+ repeats a side; dashed grey: linear scaling.")
     return Plot("scaling", "Strong scaling", caption, fig)
 
 
@@ -183,30 +270,51 @@ TELEMETRY_PANELS = (("power_w", "power (W)"), ("util_gpu_pct", "GPU utilisation 
                     ("sm_clock_mhz", "SM clock (MHz)"), ("temperature_c", "temperature (C)"))
 
 
+def _binned(times: np.ndarray, values: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """The mean of ``values`` in each time bin (NaN where the series has no sample)."""
+    index = np.clip(np.searchsorted(edges, times, side="right") - 1, 0, len(edges) - 2)
+    counts = np.bincount(index, minlength=len(edges) - 1)
+    sums = np.bincount(index, weights=values, minlength=len(edges) - 1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+
+
 def telemetry(data: ReportData) -> Plot | None:
-    runs = [r for r in data.runs if r.telemetry]
-    if not runs:
+    series: dict[GroupKey, list[list[dict[str, Any]]]] = defaultdict(list)  # a group's samples, one list per run and GPU
+    for run in data.runs:
+        for gpu in sorted({row["gpu"] for row in run.telemetry or [] if row.get("gpu") is not None}):
+            rows = [row for row in run.telemetry or [] if row.get("gpu") == gpu and row.get("time_s") is not None]
+            if rows:
+                series[group_key(run.record)].append(rows)
+    if not series:
         return None
-    fig, axes = _figure(10, 6, ncols=2, nrows=2)
-    line = 0
-    for run in runs:
-        for gpu in sorted({row["gpu"] for row in run.telemetry if row.get("gpu") is not None}):
-            rows = [row for row in run.telemetry if row.get("gpu") == gpu]
-            colour = PALETTE[line % len(PALETTE)]
-            label = run.label + (f" gpu{int(gpu)}" if gpu else "")
-            for ax, (column, _name) in zip(axes.flat, TELEMETRY_PANELS, strict=True):
-                points = [(row["time_s"], row[column]) for row in rows if row.get(column) is not None and row.get("time_s") is not None]
+    look = styles(data)
+    keys = list(series)
+    vary = _varying(keys)
+    markers = _markers(keys, vary)
+    end = max(row["time_s"] for members in series.values() for rows in members for row in rows)
+    longest = max(len(rows) for members in series.values() for rows in members)
+    edges = np.linspace(0.0, max(end, 1e-9) * (1 + 1e-9), max(1, min(TELEMETRY_BINS, longest // 2)) + 1)
+    centres = (edges[:-1] + edges[1:]) / 2
+    fig, axes = _figure(11, 6, ncols=2, nrows=2)
+    handles: dict[str, Any] = {}
+    for ax, (column, name) in zip(axes.flat, TELEMETRY_PANELS, strict=True):
+        for n, (key, members) in enumerate(series.items()):
+            binned = []
+            for rows in members:
+                points = [(row["time_s"], row[column]) for row in rows if row.get(column) is not None]
                 if points:
-                    ax.plot([p[0] for p in points], [p[1] for p in points], lw=1.0, color=colour, label=label)
-            line += 1
-    for ax, (_column, name) in zip(axes.flat, TELEMETRY_PANELS, strict=True):
+                    binned.append(_binned(np.array([p[0] for p in points]), np.array([p[1] for p in points], dtype=float), edges))
+            if not binned:
+                continue
+            style = {"color": look.colour(key[0]), "ls": look.linestyle(key[1]), "marker": markers[key]}
+            drawn = _median_band(ax, centres, np.vstack(binned), style, f"telemetry.{column}", key, n)
+            handles.setdefault(f"{_label(key, vary)} (n={len(members)})", drawn)
         ax.set_title(name, fontsize="medium")
         ax.set_xlabel("time since the run started (s)")
-    if line <= 10:
-        handles, _labels = axes[0, 0].get_legend_handles_labels()
-        if handles:
-            axes[0, 0].legend(fontsize="x-small", loc="best")
-    caption = "NVML samples of every run (telemetry.csv), time from the start of each engine process."
+    _legend(fig, list(handles.values()), list(handles))
+    caption = ("NVML samples (telemetry.csv), time from the start of each engine process: per group (n runs x GPUs), the median of "
+               f"the runs' means in each of {len(centres)} time bins, in the min-max band across the runs.")
     return Plot("telemetry", "GPU telemetry", caption, fig)
 
 

@@ -6,6 +6,7 @@ from typing import Any
 
 from orchestrator.reports.claims import claims_table, lost_work_table
 from orchestrator.reports.data import ReportData
+from orchestrator.reports.environment import environment
 from orchestrator.reports.formats import (
     APPARENT,
     DASH,
@@ -19,7 +20,6 @@ from orchestrator.reports.formats import (
     Apparent,
     Span,
     blank,
-    flag,
     joined,
     number,
     of_total,
@@ -240,51 +240,6 @@ def parity(data: ReportData) -> Table:
             cells.append([run.run_id, m["field"], str(m["expected"]), str(m["actual"]), m.get("against", "spec")])
     notes = [] if cells else ["Every checked run matched its spec and the other engines."]
     return Table("parity", "Parity findings", columns("run", "field", "expected", "actual", "against"), cells, notes)
-
-
-def environment(data: ReportData) -> list[Table]:
-    host = data.summary.get("host") or {}
-    nvml = host.get("nvml") or {}
-    gpu_names = ", ".join(g.get("name") or "?" for g in nvml.get("gpus", [])) or f"none ({nvml.get('reason') or 'no NVML'})"
-    host_cells = [["hostname", host.get("hostname")], ["os", host.get("os")], ["cpus", host.get("cpu_count")], ["python", host.get("python")],
-                  ["NVIDIA driver", nvml.get("driver") or None], ["CUDA driver", nvml.get("cuda_driver") or None], ["GPUs", gpu_names]]
-    tables = [Table("host", "Host", columns("field", "value"), host_cells)]
-    engine_cells = []
-    seen: set[tuple] = set()
-    for run in data.runs:
-        if not run.result:
-            continue
-        env = run.result["environment"]
-        runtime = run.record.get("runtime") or {}
-        applied = ", ".join(k for k, v in sorted((run.result["work"].get("optimizations") or {}).items()) if v.get("applied")) or "none"
-        row = [run.record["engine"], run.record["path"], f"{env.get('framework')} {env.get('framework_version')}",
-               env.get("python") or None, env.get("cuda") or None, env.get("cudnn") or None, env.get("device_kind") or None,
-               ", ".join(env.get("devices") or []) or None, runtime.get("name"), runtime.get("image") or runtime.get("interpreter") or None,
-               applied]
-        if tuple(row) not in seen:
-            seen.add(tuple(row))
-            engine_cells.append(row)
-    tables.append(Table("engines", "Engines", columns("engine", "path", "framework", "python", "CUDA", "cuDNN", "device", "devices",
-                                                      "runtime", "image / interpreter", "optimizations applied"), engine_cells))
-    gpu_cells = []
-    seen_gpus: set[str] = set()
-    for run in data.runs:
-        for dev in run.gpu.get("devices") or []:
-            uuid = dev.get("uuid") or str(dev.get("index"))
-            if uuid in seen_gpus:
-                continue
-            seen_gpus.add(uuid)
-            mem = dev.get("memory_total_bytes")
-            gpu_cells.append([str(dev.get("index")), str(dev.get("name")), str(dev.get("uuid")), mem / 2**30 if mem else None,
-                              dev.get("power_limit_w"), f"{dev.get('sm_clock_max_mhz') or DASH} / {dev.get('mem_clock_max_mhz') or DASH}",
-                              dev.get("persistence_mode"), dev.get("mig_mode"), dev.get("ecc_mode"), dev.get("compute_capability") or None,
-                              f"{run.gpu.get('driver') or DASH} / CUDA {run.gpu.get('cuda_driver') or DASH}"])
-    if gpu_cells:
-        gpu_columns = [*columns("index", "name", "UUID"), Column("memory GiB", RATE), Column("power limit W", number(",.0f")),
-                       Column("max SM / mem clock MHz"), Column("persistence", flag), Column("MIG", flag), Column("ECC", flag),
-                       *columns("compute capability", "driver")]
-        tables.append(Table("gpus", "GPUs used by the runs", gpu_columns, gpu_cells))
-    return tables
 
 
 def claims(data: ReportData) -> Table | None:

@@ -38,7 +38,7 @@ def test_round_trip(artifact: Path, private_tmp: Path, monkeypatch: pytest.Monke
     assert code == 0, err
     info = json.loads(out)
     archive = Path(info["archive"])
-    assert archive == artifact.parent / f"{artifact.name}.tar.gz" and info["sha256"] == file_sha256(archive)
+    assert archive == artifact.parents[1] / "archives" / artifact.parent.name / f"{artifact.name}.tar.gz" and info["sha256"] == file_sha256(archive)
     assert {p: file_sha256(p) for p in artifact.rglob("*") if p.is_file()} == before  # the artifact is untouched
     with tarfile.open(archive) as tar:
         names = tar.getnames()

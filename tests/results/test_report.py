@@ -42,7 +42,7 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict[s
     artifact = build_artifact(tmp_path_factory.mktemp("report") / "results", RUNS, telemetry_power=250.0)
     before = {p: file_sha256(p) for p in artifact.rglob("*") if p.is_file()}
     data = load_report_data(artifact)
-    out = default_report_dir(artifact, data.artifact_id)
+    out = default_report_dir(artifact, data.summary["scenario"], data.artifact_id)
     files = build_report(data, out, html=True, artifact_root=artifact)
     assert {p: file_sha256(p) for p in artifact.rglob("*") if p.is_file()} == before  # never modified
     return artifact, out, {k: str(v) for k, v in files.items()}
@@ -114,7 +114,7 @@ def test_report_options(make_artifact: Callable[..., Path], tmp_path: Path, monk
     code, out, err = run_cli(["results", "report", artifact, "--html", "--json"], monkeypatch, capsys)
     assert code == 0, err
     doc = json.loads(out)
-    assert Path(doc["out"]) == artifact.parent / f"{artifact.name}-report"  # the documented default
+    assert Path(doc["out"]) == artifact.parents[1] / "reports" / artifact.parent.name / f"{artifact.name}-report"  # the documented default
     assert set(doc["files"]) >= {"markdown", "runs_csv", "groups_csv", "html"}
     assert {p: file_sha256(p) for p in artifact.rglob("*") if p.is_file()} == before  # never modified
     code, _, err = run_cli(["results", "report", artifact, "--out", artifact / "reports"], monkeypatch, capsys)
@@ -137,7 +137,7 @@ def test_report_from_archive(make_artifact: Callable[..., Path], tmp_path: Path,
     code, out, err = run_cli(["results", "report", archive, "--html", "--json"], monkeypatch, capsys)
     assert code == 0, err
     doc = json.loads(out)
-    assert Path(doc["out"]).parent == tmp_path and Path(doc["files"]["html"]).is_file()
+    assert Path(doc["out"]).parents[1] == tmp_path / "reports" and Path(doc["files"]["html"]).is_file()
 
 
 def test_report_without_matplotlib(make_artifact: Callable[..., Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

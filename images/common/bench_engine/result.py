@@ -7,8 +7,8 @@ import json
 import math
 import os
 import platform
+import secrets
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +19,29 @@ RESULT_SCHEMA_VERSION = 1
 ENGINE_LIB_VERSION = "1.0.0"
 
 
+_TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def create_beside(path: Path) -> tuple[int, Path]:
+    """A new empty file ``.<name>.<random>`` in ``path``'s folder, open for writing: (descriptor, its path).
+
+    Created with mode 0666 like any ordinary new file, so the umask decides (0644 under umask 022);
+    ``tempfile.mkstemp`` would make it 0600, and a rename into place keeps that mode.
+    """
+    for _ in range(100):
+        tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}")
+        try:
+            return os.open(tmp, _TEMP_FLAGS, 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"{path.parent}: no free temporary name for {path.name}")
+
+
 def write_text_atomic(path: Path, text: str) -> None:
-    """Write through a temporary file in the same folder, fsync, then rename into place: never half a file."""
+    """Write through a temporary file in the same folder, fsync, then rename into place: never half a file.
+    The file gets the mode of an ordinary new file (0666 less the umask)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    fd, tmp = create_beside(path)
     try:
         with os.fdopen(fd, "w") as handle:
             handle.write(text)
