@@ -2,7 +2,8 @@
 
 images/opennn/build.sh compiles OpenNN's library target from the pinned archives and then
 bench's driver, into a cache keyed by the checksums of the sources (bench_opennn.locate), so a
-second call finds it built. Archives come from ``--vendor`` or ``BENCH_OPENNN_VENDOR``.
+second call finds it built. Archives come from ``--vendor`` or ``BENCH_OPENNN_VENDOR``; they
+are checked here (present, pinned sha256) before build.sh looks for a compiler: inputs first.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from functools import cache
 from pathlib import Path
 from types import ModuleType
 
+from orchestrator.artifacts.manifest import file_sha256
 from orchestrator.engines import get_engine
 from orchestrator.errors import BadInput
 
@@ -53,6 +55,8 @@ def build_command(request: BuildRequest) -> list[str]:
     vendor = request.vendor or os.environ.get("BENCH_OPENNN_VENDOR")
     if not (lib / ".complete").is_file() and not vendor:
         raise BadInput("OpenNN sources: pass --vendor DIR or set BENCH_OPENNN_VENDOR to a folder holding the archives of images/opennn/sources.txt")
+    if not (lib / ".complete").is_file():
+        check_archives(Path(vendor).expanduser())
     command = [str(get_engine("opennn").folder / "build.sh"), "--lib-prefix", str(lib), "--driver-prefix", str(driver)]
     if vendor:
         command += ["--vendor", str(Path(vendor).expanduser())]
@@ -66,6 +70,23 @@ def build_command(request: BuildRequest) -> list[str]:
     if request.jobs:
         command += ["--jobs", str(request.jobs)]
     return command
+
+
+def check_archives(vendor: Path) -> None:
+    """Every archive of sources.txt in ``vendor`` with its pinned sha256, else BadInput naming the file.
+
+    The same checks (and words) as build.sh's, made before it runs: a bad archive is reported
+    even on a machine without the toolchain, whose absence build.sh would report first."""
+    if not vendor.is_dir():
+        raise BadInput(f"OpenNN build: --vendor {vendor}: not a folder")
+    pins = locate_module().sources(get_engine("opennn").folder)
+    for pin in pins:  # every archive present before any is hashed
+        if not (vendor / pin.file).is_file():
+            raise BadInput(f"OpenNN build: source archive missing: {vendor / pin.file} ({pin.name} at {pin.upstream} commit {pin.commit})")
+    for pin in pins:
+        got = file_sha256(vendor / pin.file)
+        if got != pin.sha256:
+            raise BadInput(f"OpenNN build: source archive corrupt: {vendor / pin.file} has sha256 {got}, expected {pin.sha256}")
 
 
 def cudnn_from_wheel() -> str | None:

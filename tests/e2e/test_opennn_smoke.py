@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import FIXTURES, REPO
+from tests.toolchains import unavailable
 
 pytestmark = pytest.mark.e2e
 SCENARIO = REPO / "scenarios" / "opennn_seed.yaml"
@@ -30,9 +31,7 @@ def opennn_cpu() -> None:
     if os.environ.get("BENCH_OPENNN_DRIVER"):
         pytest.skip("BENCH_OPENNN_DRIVER points at a driver of its own")
     if not built_cpu_driver():
-        if os.environ.get("BENCH_REQUIRE_OPENNN") == "1":
-            pytest.fail("BENCH_REQUIRE_OPENNN=1 but OpenNN's CPU driver is not built (bench env create opennn)", pytrace=False)
-        pytest.skip("OpenNN's CPU driver is not built (bench env create opennn)")
+        unavailable("OPENNN", "OpenNN's CPU driver is not built (bench env create opennn; README \"OpenNN\")")
 
 
 def bench(*args: str, env: dict[str, str] | None = None, timeout: float = 1800) -> subprocess.CompletedProcess[str]:
