@@ -1,31 +1,93 @@
-"""Rich exporter of a table, and the tables of a summary as ``bench results show`` prints them."""
+"""Rich exporter of a table, and the tables of an artifact as ``bench results show`` (and the end of a run) prints them."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
+from rich import box
+from rich.console import Group, RenderableType
 from rich.table import Table as RichTable
+from rich.text import Text
 
-from orchestrator.cli.console import out, status_text
-from orchestrator.reports.tables import Table
-from orchestrator.terminal import markup, markup_lines
+from orchestrator.cli.console import STATUS_STYLE, err, out
+from orchestrator.reports.model import Table
+from orchestrator.reports.views import Clipped
+from orchestrator.terminal import markup, markup_lines, visible, visible_lines
+
+NUMERIC = re.compile(r"[-+(]?[\d,.]+(e[-+]?\d+)?[x%)]?|-|n/a|")  # a cell a number column holds (right-aligned)
 
 
-def rich_table(table: Table) -> RichTable:
-    """The table for the terminal: its cells as text (plain, never markup), statuses coloured, notes as the caption.
+def _cell(text: str, status: bool, clipped: bool) -> Text:
+    """One cell as plain text (never markup; control characters escaped), a status coloured, a clipped one on one line."""
+    style = STATUS_STYLE.get(text, "white") if status else ""
+    return Text(visible(text), style=style, no_wrap=clipped or None, overflow="ellipsis" if clipped else None)
 
-    Long cells fold onto more lines rather than being cut, so every figure stays readable on a narrow terminal.
+
+def rich_table(table: Table, wide: bool = False) -> RenderableType:
+    """The table for the terminal: its cells as text (plain, never markup), statuses coloured, then its notes.
+
+    ``wide``: long cells fold onto more lines rather than being cut, so every figure stays whole; the notes are the
+    caption. Compact (``wide=False``): a light frame, two spaces between columns, every cell on one line; only
+    :class:`Clipped` columns give up width, their text cut with an ellipsis (``--wide`` shows it whole); the notes
+    follow the table, as wide as the terminal.
     """
-    rich = RichTable(title=markup(table.title) or None, caption=markup_lines("\n".join(table.notes)) or None)
-    for column in table.columns:
-        rich.add_column(markup(column.header), overflow="fold")
-    for row in table.rows:
-        rich.add_row(*(status_text(text) if column.status else markup(text) for column, text in zip(table.columns, row, strict=True)))
-    return rich
+    rows = table.rows
+    notes = markup_lines("\n".join(table.notes)) or None
+    if wide:
+        rich = RichTable(title=markup(table.title) or None, caption=notes)
+    else:
+        rich = RichTable(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
+    for index, column in enumerate(table.columns):
+        numeric = bool(rows) and all(NUMERIC.fullmatch(row[index]) for row in rows)
+        clipped = not wide and isinstance(column, Clipped)
+        header = Text(visible(column.header), no_wrap=clipped or None, overflow="ellipsis" if clipped else None)
+        rich.add_column(header, justify="right" if numeric else "left", overflow="fold" if wide else "ellipsis",
+                        no_wrap=not wide and not clipped)
+    for row in rows:
+        rich.add_row(*(_cell(text, column.status, not wide and isinstance(column, Clipped))
+                       for column, text in zip(table.columns, row, strict=True)))
+    if wide:
+        return rich
+    title = [Text(visible(table.title), style="bold")] if table.title else []  # as wide as the terminal, not the table
+    return Group(*title, rich, *([Text(visible_lines("\n".join(table.notes)), style="dim")] if table.notes else []))
 
 
-def render_summary(summary: dict[str, Any]) -> None:
+def print_tables(tables: list[Table], wide: bool) -> None:
+    for table in tables:
+        out.print(rich_table(table, wide))
+
+
+def print_warnings(warnings: list[str]) -> None:
+    """Top-level warnings, once each, on stderr."""
+    for warning in dict.fromkeys(warnings):
+        err.print(f"[yellow]warning[/] {markup(warning)}")
+
+
+def artifact_claims(root: Path) -> dict[str, Any] | None:
+    """The ``claims`` block of the artifact's scenario.yaml (None without one, or when it cannot be read)."""
+    import yaml
+
+    from orchestrator.artifacts.layout import SCENARIO
+    from orchestrator.artifacts.validate import MAX_DOCUMENT_BYTES
+    from orchestrator.artifacts.walk import read_bytes_no_follow
+
+    try:
+        document = yaml.safe_load(read_bytes_no_follow(root, SCENARIO, MAX_DOCUMENT_BYTES))
+    except (OSError, yaml.YAMLError):
+        return None
+    claims = document.get("claims") if isinstance(document, dict) else None
+    return claims if isinstance(claims, dict) else None
+
+
+def render_summary(summary: dict[str, Any], wide: bool = False, root: Path | None = None) -> list[str]:
+    """Print the tables of a summary (the claims of the artifact's scenario with them when ``root`` is given), then
+    the warnings of the artifact's runs (runtimes or images that differ); returns those warnings."""
     from orchestrator.reports.summary_tables import summary_tables
+    from orchestrator.runtime_use import artifact_warnings
 
-    for table in summary_tables(summary):
-        out.print(rich_table(table))
+    print_tables(summary_tables(summary, wide, artifact_claims(root) if root else None), wide)
+    warnings = artifact_warnings(root, summary) if root else []
+    print_warnings(warnings)
+    return warnings
