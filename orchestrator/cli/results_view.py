@@ -6,16 +6,18 @@ import re
 from pathlib import Path
 from typing import Any
 
+import typer
 from rich import box
 from rich.console import Group, RenderableType
 from rich.table import Table as RichTable
 from rich.text import Text
 
-from orchestrator.cli.console import STATUS_STYLE, err, out
+from orchestrator.cli.console import STATUS_STYLE, err, out, print_json
 from orchestrator.reports.model import Table
-from orchestrator.reports.views import Clipped
+from orchestrator.reports.views import Clipped, Wrapped
 from orchestrator.terminal import markup, markup_lines, visible, visible_lines
 
+WideOption = typer.Option(False, "--wide", help="Every column, nothing cut (the default is a compact table that fits 80 columns).")
 NUMERIC = re.compile(r"[-+(]?[\d,.]+(e[-+]?\d+)?[x%)]?|-|n/a|")  # a cell a number column holds (right-aligned)
 
 
@@ -29,9 +31,9 @@ def rich_table(table: Table, wide: bool = False) -> RenderableType:
     """The table for the terminal: its cells as text (plain, never markup), statuses coloured, then its notes.
 
     ``wide``: long cells fold onto more lines rather than being cut, so every figure stays whole; the notes are the
-    caption. Compact (``wide=False``): a light frame, two spaces between columns, every cell on one line; only
-    :class:`Clipped` columns give up width, their text cut with an ellipsis (``--wide`` shows it whole); the notes
-    follow the table, as wide as the terminal.
+    caption. Compact (``wide=False``): a light frame, two spaces between columns, every cell on one line but those
+    of :class:`Wrapped` columns (wrapped between words); only those and :class:`Clipped` columns give up width, a
+    clipped text cut with an ellipsis (``--wide`` shows it whole); the title and notes as wide as the terminal.
     """
     rows = table.rows
     notes = markup_lines("\n".join(table.notes)) or None
@@ -44,7 +46,7 @@ def rich_table(table: Table, wide: bool = False) -> RenderableType:
         clipped = not wide and isinstance(column, Clipped)
         header = Text(visible(column.header), no_wrap=clipped or None, overflow="ellipsis" if clipped else None)
         rich.add_column(header, justify="right" if numeric else "left", overflow="fold" if wide else "ellipsis",
-                        no_wrap=not wide and not clipped)
+                        no_wrap=not wide and not clipped and not isinstance(column, Wrapped))
     for row in rows:
         rich.add_row(*(_cell(text, column.status, not wide and isinstance(column, Clipped))
                        for column, text in zip(table.columns, row, strict=True)))
@@ -91,3 +93,19 @@ def render_summary(summary: dict[str, Any], wide: bool = False, root: Path | Non
     warnings = artifact_warnings(root, summary) if root else []
     print_warnings(warnings)
     return warnings
+
+
+def with_warnings(document: dict, warnings: list[str]) -> dict:
+    """The document for --json with a ``warnings`` list (after any it already has)."""
+    return {**document, "warnings": [*(document.get("warnings") or []), *warnings]}
+
+
+def print_outcome(root: Path, summary: dict, as_json: bool, wide: bool) -> None:
+    """The end of a run or resume: the summary's tables and the artifact's warnings, or them as JSON."""
+    from orchestrator.runtime_use import artifact_warnings
+
+    if as_json:
+        print_json(with_warnings({"artifact": str(root), **summary}, artifact_warnings(root, summary)))
+        return
+    render_summary(summary, wide, root)
+    err.print(f"artifact: [bold]{markup(str(root))}[/]")

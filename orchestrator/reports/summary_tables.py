@@ -33,7 +33,7 @@ from orchestrator.reports.formats import (
 )
 from orchestrator.reports.model import Table
 from orchestrator.reports.tables import parity_cells, ratio_cells, scaling_cells
-from orchestrator.reports.views import Field, footnotes, interval_heading, view
+from orchestrator.reports.views import Field, footnotes, group_label, interval_heading, view
 
 TFLOPS = significant(3)
 PEAK = significant(2, "%", 100)
@@ -60,13 +60,6 @@ def _group_fields(batch_header: str = "batch") -> list[Field]:
             Field("path", lambda r: r.get("path"), blank, fold=_path),
             Field(batch_header, lambda r: r.get("batch_per_device"), blank, fold=_batch),
             Field("dev", lambda r: r.get("devices"), blank, fold=_devices)]
-
-
-def _label(row: dict[str, Any]) -> str:
-    """A group as one label for a footnote: 'jax tf32' (+ path, batch, devices when not the usual single-device optimized)."""
-    extra = [] if row.get("path") in (None, "optimized") else [str(row["path"])]
-    extra += [] if row.get("devices") in (None, 1) else [f"x{row['devices']}"]
-    return " ".join([row["engine"], row["precision"], *extra])
 
 
 def _title(summary: dict[str, Any]) -> str:
@@ -107,7 +100,7 @@ def groups(summary: dict[str, Any], wide: bool = False) -> Table | None:
     if any(g.get("time_to_train_h") for g in valid):
         fields.append(Field("90-epoch h", lambda g: g.get("time_to_train_h") or None, HOURS))
     fields.append(Field("warnings", lambda g: g.get("warnings"), joined("; "), wide_only=True))
-    notes = [] if wide else footnotes(((_label(g), w) for g in valid for w in g.get("warnings") or []), "warning")
+    notes = [] if wide else footnotes(((group_label(g), w) for g in valid for w in g.get("warnings") or []), "warning")
     title = "steady-state throughput (samples/s, median over valid repeats)" if wide else "samples/s over the valid repeats"
     return view("groups", title, fields, valid, wide, notes)
 

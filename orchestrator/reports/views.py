@@ -3,7 +3,8 @@ the wide one (``--wide``: every column, nothing cut).
 
 A compact table leaves out the fields marked ``wide_only``, uses the shorter header and format of a field where it
 has one, moves a ``fold`` field whose every row reads the same into the title ('optimized, batch 128, 1 device'),
-and marks ``clip`` fields as :class:`Clipped`: the terminal cuts their text to the width left, with an ellipsis.
+and marks ``clip`` fields as :class:`Clipped` (the terminal cuts their text to the width left, with an ellipsis) and
+``wrap`` fields as :class:`Wrapped` (their text wraps between words). Every other cell stays on one line.
 """
 
 from __future__ import annotations
@@ -12,13 +13,18 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator.reports.formats import INTERVAL_LABELS, Format, Span, span_of, text
+from orchestrator.reports.formats import INTERVAL_LABELS, Format, Span, plural, span_of, text
 from orchestrator.reports.model import Column, Table
 
 
 @dataclass(frozen=True)
 class Clipped(Column):
     """A text column that a compact terminal table cuts to the width left, with an ellipsis (``--wide``: whole)."""
+
+
+@dataclass(frozen=True)
+class Wrapped(Column):
+    """A text column whose cells a compact terminal table wraps between words, never inside one."""
 
 
 @dataclass(frozen=True)
@@ -33,6 +39,7 @@ class Field:
     wide_only: bool = False  # only with --wide
     compact_only: bool = False  # only in the compact table (a wide one shows the same in other columns)
     clip: bool = False  # compact: cut to the width left, with an ellipsis
+    wrap: bool = False  # compact: wrapped between words to the width left
     status: bool = False  # the cells are statuses or verdicts (coloured)
     fold: Callable[[str], str] | None = None  # compact: the same text in every row moves to the title as fold(text)
 
@@ -54,7 +61,7 @@ def view(key: str, title: str, fields: Sequence[Field], rows: Sequence[Any], wid
                 folded.append(f.fold(texts.pop()))
                 continue
         kept.append(f)
-    columns = [(Clipped if f.clip else Column)(f.short or f.header, f.compact_fmt or f.fmt, f.status) for f in kept]
+    columns = [(Clipped if f.clip else Wrapped if f.wrap else Column)(f.short or f.header, f.compact_fmt or f.fmt, f.status) for f in kept]
     heading = f"{title} ({', '.join(folded)})" if folded else title
     return Table(key, heading, columns, [[f.cell(row) for f in kept] for row in rows], list(notes))
 
@@ -68,10 +75,24 @@ def interval_heading(spans: Iterable[Span | None], fmt: Format, sep: str = "-") 
     return "interval", span_of(fmt, sep, labelled=True)
 
 
-def footnotes(pairs: Iterable[tuple[str, str]], heading: str) -> list[str]:
-    """Notes under a table, one per distinct text: '<heading>: <label>: <text>', the labels of a repeated text joined."""
+def group_label(row: dict[str, Any]) -> str:
+    """A group as a short label: 'jax tf32', with the path and devices when not the usual optimized on one device."""
+    extra = [] if row.get("path") in (None, "optimized") else [str(row["path"])]
+    extra += [] if row.get("devices") in (None, 1) else [f"x{row['devices']}"]
+    return " ".join([str(row["engine"]), str(row["precision"]), *extra])
+
+
+def grouped_notes(pairs: Iterable[tuple[str, str | None]], noun: str, listed: int = 3) -> list[str]:
+    """One line per distinct note of (label, note) pairs, in first-seen order: 'jax bf16: <note>', 'jax bf16, pytorch
+    tf32: <note>' for one shared by up to ``listed`` labels, '(6 <noun>s): <note>' beyond."""
     labels: dict[str, list[str]] = {}
     for label, note in pairs:
         if note:
             labels.setdefault(note, []).append(label)
-    return [f"{heading} {', '.join(names)}: {note}" for note, names in labels.items()]
+    return [f"{', '.join(names) if len(names) <= listed else '(' + plural(len(names), noun) + ')'}: {note}"
+            for note, names in labels.items()]
+
+
+def footnotes(pairs: Iterable[tuple[str, str | None]], heading: str) -> list[str]:
+    """Notes under a table (:func:`grouped_notes` of groups), each led by ``heading`` ('warning jax tf32: ...')."""
+    return [f"{heading} {line}" for line in grouped_notes(pairs, "group")]
