@@ -24,7 +24,9 @@ err = Console(stderr=True, highlight=False, width=_width(sys.stderr))
 
 STATUS_STYLE = {"ok": "green", "invalid": "yellow", "failed": "red", "timeout": "red", "interrupted": "magenta", "skipped": "dim",
                 "B faster": "green", "B slower": "red",  # run statuses, and the verdicts of `bench results compare`
-                "yes": "green", "no": "red", "built": "green"}  # usable engines (`bench env`), images (`bench image list`)
+                "yes": "green", "no": "red",  # usable engines (`bench env`)
+                "built": "green", "not built": "yellow", "built, not in lock": "yellow", "built, differs from lock": "yellow",
+                "unknown (daemon unreachable)": "yellow"}  # images (`bench image list`)
 
 
 def print_json(document: Any) -> None:

@@ -42,7 +42,7 @@ def rich_table(table: Table, wide: bool = False) -> RenderableType:
     else:
         rich = RichTable(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
     for index, column in enumerate(table.columns):
-        numeric = bool(rows) and all(NUMERIC.fullmatch(row[index]) for row in rows)
+        numeric = any(row[index] not in ("-", "", "n/a") for row in rows) and all(NUMERIC.fullmatch(row[index]) for row in rows)
         clipped = not wide and isinstance(column, Clipped)
         header = Text(visible(column.header), no_wrap=clipped or None, overflow="ellipsis" if clipped else None)
         rich.add_column(header, justify="right" if numeric else "left", overflow="fold" if wide else "ellipsis",
