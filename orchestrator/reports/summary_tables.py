@@ -87,18 +87,19 @@ def groups(summary: dict[str, Any], wide: bool = False) -> Table | None:
         return None
     spans = [Span.labelled(g["throughput"]) for g in valid]
     header, compact_span = interval_heading(spans, compact_rate)
+    latency = any(g.get("latency_ms") for g in valid)  # compact: in the place of % peak
     fields = [*_group_fields(), Field("n", lambda g: (g["n"], g.get("n_total", g["n"])), lambda p: str(p[0]) if p[0] == p[1] else of_total(p)),
               Field("median", lambda g: g["throughput"]["median"], RATE, compact_rate),
               Field("min", lambda g: g["throughput"]["min"], RATE, wide_only=True),
               Field("max", lambda g: g["throughput"]["max"], RATE, wide_only=True),
               Field("interval", lambda g: Span.labelled(g["throughput"]), span(), compact_span, short=header),
               Field("TFLOP/s", lambda g: g.get("achieved_tflops") or None, TFLOPS),
-              Field("% peak", lambda g: g.get("peak_fraction") or None, PEAK),
+              Field("% peak", lambda g: g.get("peak_fraction") or None, PEAK, wide_only=latency),
               Field("J/sample", lambda g: (g.get("energy_per_sample_j") or {}).get("median") or None, JOULES)]
-    if any(g.get("latency_ms") for g in valid):
+    if latency:
         fields.append(Field("p50/p99 ms", _latency, span(".2f", sep="/"), span_of(significant(3), "/")))
     if any(g.get("time_to_train_h") for g in valid):
-        fields.append(Field("90-epoch h", lambda g: g.get("time_to_train_h") or None, HOURS))
+        fields.append(Field("90-epoch h", lambda g: g.get("time_to_train_h") or None, HOURS, wide_only=True))
     fields.append(Field("warnings", lambda g: g.get("warnings"), joined("; "), wide_only=True))
     notes = [] if wide else footnotes(((group_label(g), w) for g in valid for w in g.get("warnings") or []), "warning")
     title = "steady-state throughput (samples/s, median over valid repeats)" if wide else "samples/s over the valid repeats"
