@@ -54,7 +54,8 @@ def _interval(group: dict[str, Any]) -> Span | None:
 
 def comparison_table(doc: dict[str, Any], wide: bool = False) -> ReportTable:
     """The groups of a comparison in the shared table model (the verdict column coloured like a status)."""
-    notes = [doc["direction"] + f"; significant: Mann-Whitney U p < {doc['alpha']:g}"
+    direction = doc["direction"] if wide else "B/A = median samples/s of B / median of A; above 1 means B is faster"
+    notes = [direction + f"; significant: Mann-Whitney U p < {doc['alpha']:g}"
              + (f"; no change: |change| < {doc['min_change_pct']:g}%" if doc["min_change_pct"] else "")]
     header, compact_span = interval_heading([_interval(g) for g in doc["groups"]], number(".3f"))
     fields = [Field("engine", lambda g: g["engine"]), Field("precision", lambda g: g["precision"], short="prec"),
