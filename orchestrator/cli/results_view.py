@@ -57,7 +57,10 @@ def rich_table(table: Table, wide: bool = False) -> RenderableType:
 
 
 def print_tables(tables: list[Table], wide: bool) -> None:
-    for table in tables:
+    """The tables on stdout, a blank line between two compact ones."""
+    for index, table in enumerate(tables):
+        if index and not wide:
+            out.print()
         out.print(rich_table(table, wide))
 
 
