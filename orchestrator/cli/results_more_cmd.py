@@ -16,9 +16,9 @@ import typer
 from orchestrator.cli.console import err, out, print_json
 from orchestrator.cli.results_view import WideOption, print_warnings, rich_table
 from orchestrator.errors import BadInput
-from orchestrator.reports.formats import PVALUE, RATE, Span, number, plural, span
+from orchestrator.reports.formats import PVALUE, RATE, Span, number, span
 from orchestrator.reports.model import Table as ReportTable
-from orchestrator.reports.views import Field, group_label, grouped_notes, interval_heading, view
+from orchestrator.reports.views import Field, batch_label, devices_label, group_label, grouped_notes, interval_heading, view
 from orchestrator.terminal import markup
 
 
@@ -59,8 +59,8 @@ def comparison_table(doc: dict[str, Any], wide: bool = False) -> ReportTable:
              + (f"; no change: |change| < {doc['min_change_pct']:g}%" if doc["min_change_pct"] else "")]
     header, compact_span = interval_heading([_interval(g) for g in doc["groups"]], number(".3f"))
     fields = [Field("engine", lambda g: g["engine"]), Field("precision", lambda g: g["precision"], short="prec"),
-              Field("path", lambda g: g["path"], fold=str), Field("batch", lambda g: g["batch_per_device"], fold=lambda t: f"batch {t}"),
-              Field("dev", lambda g: g["devices"], fold=lambda t: plural(int(t), "device") if t.isdigit() else t),
+              Field("path", lambda g: g["path"], fold=str), Field("batch", lambda g: g["batch_per_device"], fold=batch_label),
+              Field("dev", lambda g: g["devices"], fold=devices_label),
               Field("n A", lambda g: g["n_a"], wide_only=True), Field("n B", lambda g: g["n_b"], wide_only=True),
               Field("n A/B", lambda g: f"{g['n_a']}/{g['n_b']}", compact_only=True),
               Field("median A", lambda g: g["median_a"], RATE, wide_only=True), Field("median B", lambda g: g["median_b"], RATE, wide_only=True),

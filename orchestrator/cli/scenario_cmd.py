@@ -16,7 +16,7 @@ from orchestrator.errors import BadInput
 from orchestrator.paths import default_results_dir, scenarios_dir
 from orchestrator.reports.formats import blank, plural
 from orchestrator.reports.model import Table
-from orchestrator.reports.views import Field, view
+from orchestrator.reports.views import Field, batch_label, devices_label, view
 from orchestrator.scenario import RunPlan, expand, load_scenario
 from orchestrator.scenario.load import Scenario
 from orchestrator.terminal import markup
@@ -135,8 +135,7 @@ def plans_table(plans: list[RunPlan], title: str, wide: bool) -> Table:
     """The run matrix: run id (--wide), engine, precision, path, batch, devices, repeat, and why a run is skipped."""
     fields = [Field("run id", lambda p: p.run_id, wide_only=True), Field("engine", lambda p: p.engine),
               Field("precision", lambda p: p.precision, short="prec"), Field("path", lambda p: p.path, fold=str),
-              Field("batch", lambda p: p.batch, fold=lambda t: f"batch {t}"),
-              Field("devices", lambda p: p.devices, short="dev", fold=lambda t: plural(int(t), "device")),
+              Field("batch", lambda p: p.batch, fold=batch_label), Field("devices", lambda p: p.devices, short="dev", fold=devices_label),
               Field("repeat", lambda p: p.repeat, short="#"),
               Field("note", lambda p: f"skipped: {p.skip_reason}" if p.skip_reason else None, blank, clip=True)]
     return view("plans", title, fields, plans, wide)

@@ -24,7 +24,6 @@ from orchestrator.reports.formats import (
     joined,
     number,
     of_total,
-    plural,
     rate_or_apparent,
     significant,
     span,
@@ -33,7 +32,7 @@ from orchestrator.reports.formats import (
 )
 from orchestrator.reports.model import Table
 from orchestrator.reports.tables import parity_cells, ratio_cells, scaling_cells
-from orchestrator.reports.views import Field, footnotes, group_label, interval_heading, view
+from orchestrator.reports.views import Field, batch_label, devices_label, footnotes, group_label, interval_heading, view
 
 TFLOPS = significant(3)
 PEAK = significant(2, "%", 100)
@@ -42,24 +41,12 @@ HOURS = significant(3)
 APPARENT_NOTE = "(n): an invalid run's samples/s as its engine counted it, not a measurement (the reason says why)."
 
 
-def _path(text: str) -> str:
-    return text
-
-
-def _batch(text: str) -> str:
-    return f"batch {text}"
-
-
-def _devices(text: str) -> str:
-    return plural(int(text), "device") if text.isdigit() else f"devices {text}"
-
-
 def _group_fields(batch_header: str = "batch") -> list[Field]:
     """engine, precision, path, batch, devices: the key of a group (the last three fold into the title when shared)."""
     return [Field("engine", lambda r: r["engine"]), Field("precision", lambda r: r["precision"], short="prec"),
-            Field("path", lambda r: r.get("path"), blank, fold=_path),
-            Field(batch_header, lambda r: r.get("batch_per_device"), blank, fold=_batch),
-            Field("dev", lambda r: r.get("devices"), blank, fold=_devices)]
+            Field("path", lambda r: r.get("path"), blank, fold=str),
+            Field(batch_header, lambda r: r.get("batch_per_device"), blank, fold=batch_label),
+            Field("dev", lambda r: r.get("devices"), blank, fold=devices_label)]
 
 
 def _title(summary: dict[str, Any]) -> str:
@@ -116,8 +103,8 @@ def ratios(summary: dict[str, Any], wide: bool = False) -> Table | None:
         return None
     cells = ratio_cells(summary)  # precision, path, batch, devices, engine, vs, ratio, interval, p, significant
     header, compact_span = interval_heading([c[7] for c in cells], number(".2f"))
-    fields = [Field("precision", lambda c: c[0], short="prec"), Field("path", lambda c: c[1], blank, fold=_path),
-              Field("batch", lambda c: c[2], blank, fold=_batch), Field("dev", lambda c: c[3], blank, fold=_devices),
+    fields = [Field("precision", lambda c: c[0], short="prec"), Field("path", lambda c: c[1], blank, fold=str),
+              Field("batch", lambda c: c[2], blank, fold=batch_label), Field("dev", lambda c: c[3], blank, fold=devices_label),
               Field("engine", lambda c: c[4]), Field("vs", lambda c: c[5]), Field("ratio", lambda c: c[6], TIMES),
               Field("interval", lambda c: c[7], span(".2f", sep="-"), compact_span, short=header),
               Field("p", lambda c: c[8], number(".3g", missing="n/a"), wide_only=True), Field("significant", lambda c: c[9], wide_only=True)]
@@ -148,12 +135,13 @@ def scaling(summary: dict[str, Any], wide: bool = False) -> Table | None:
     cells = scaling_cells(summary)  # engine, precision, path, batch/dev, dev, global batch, n, samples/s, speedup, CI, efficiency, note
     if not cells:
         return None
+    cells = [[*c[:9], Span(c[9].low, c[9].high, "ci95") if c[9] else None, *c[10:]] for c in cells]  # a bootstrap 95% CI
     header, compact_span = interval_heading([c[9] for c in cells], number(".2f"))
     fields = [Field("engine", lambda c: c[0]), Field("precision", lambda c: c[1], short="prec"),
-              Field("path", lambda c: c[2], blank, fold=_path), Field("batch/dev", lambda c: c[3], fold=lambda t: f"batch {t}/device"),
+              Field("path", lambda c: c[2], blank, fold=str), Field("batch/dev", lambda c: c[3], fold=lambda t: f"batch {t}/device"),
               Field("dev", lambda c: c[4]), Field("global batch", lambda c: c[5], blank, short="global"), Field("n", lambda c: c[6], blank),
               Field("samples/s", lambda c: c[7], RATE, compact_rate), Field("speedup", lambda c: c[8], TIMES),
-              Field("95% CI", lambda c: c[9], span(".2f", sep="-"), compact_span, short=header),
+              Field("95% CI", lambda c: c[9], span_of(number(".2f")), compact_span, short=header),
               Field("efficiency", lambda c: c[10], PERCENT), Field("note", lambda c: c[11], blank, wide_only=True)]
     notes = [] if wide else footnotes(((f"{c[0]} {c[1]} x{c[4]}", c[11]) for c in cells), "note")
     title = ("strong scaling (speedup = median samples/s on N devices / on 1 device; efficiency = speedup / N)" if wide
@@ -170,7 +158,7 @@ def claims(summary: dict[str, Any], block: dict[str, Any] | None, wide: bool = F
         for claim in block["ratios"]]
     header, compact_span = interval_heading([m.interval for _, m in rows if m], number(".2f"))
     fields = [Field("engine / vs", lambda r: f"{r[0]['engine']} / {r[0]['vs']}"), Field("precision", lambda r: r[0]["precision"], short="prec"),
-              Field("path", lambda r: r[0].get("path", "optimized"), fold=_path), Field("claimed", lambda r: r[0]["claimed"], TIMES),
+              Field("path", lambda r: r[0].get("path", "optimized"), fold=str), Field("claimed", lambda r: r[0]["claimed"], TIMES),
               Field("measured", lambda r: r[1].ratio if r[1] else None, TIMES),
               Field("interval", lambda r: r[1].interval if r[1] else None, span(",.2f", "x"), compact_span, short=header),
               Field("measured / claimed", lambda r: r[1].ratio / r[0]["claimed"] if r[1] and r[1].valid else None, number(".2f"),

@@ -75,6 +75,16 @@ def interval_heading(spans: Iterable[Span | None], fmt: Format, sep: str = "-") 
     return "interval", span_of(fmt, sep, labelled=True)
 
 
+def batch_label(text: str) -> str:
+    """A shared batch column folded into a title: 'batch 128'."""
+    return f"batch {text}"
+
+
+def devices_label(text: str) -> str:
+    """A shared devices column folded into a title: '1 device', '8 devices'."""
+    return plural(int(text), "device") if text.isdigit() else f"devices {text}"
+
+
 def group_label(row: dict[str, Any]) -> str:
     """A group as a short label: 'jax tf32', with the path and devices when not the usual optimized on one device."""
     extra = [] if row.get("path") in (None, "optimized") else [str(row["path"])]
