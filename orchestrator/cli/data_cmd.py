@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import typer
 
@@ -85,7 +86,7 @@ def list_(wide: bool = WideOption, as_json: bool = typer.Option(False, "--json",
     out.print(rich_table(splits_table(rows, f"datasets in {dataset_cache_root()}", wide), wide))
 
 
-def _kind(row: dict) -> str:
+def _kind(row: dict[str, Any]) -> str:
     """'synthetic', 'real (prepared)', 'real (first 1,000 of 0123456789ab)'."""
     kind = "synthetic" if row["synthetic"] else "real"
     if row["subset_of"]:
@@ -93,7 +94,7 @@ def _kind(row: dict) -> str:
     return kind + (" (prepared)" if row["prepared"] else "")
 
 
-def splits_table(rows: list[dict], title: str, wide: bool) -> Table:
+def splits_table(rows: list[dict[str, Any]], title: str, wide: bool) -> Table:
     """The prepared splits: name, split, samples, shape, kind, sha256 (12 digits), path (--wide)."""
     fields = [Field("name", lambda r: r["name"]), Field("split", lambda r: r["split"]), Field("samples", lambda r: f"{r['samples']:,}"),
               Field("shape", lambda r: "x".join(map(str, r["shape"] or []))), Field("kind", _kind, wrap=True),

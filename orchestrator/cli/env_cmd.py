@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
 
 from orchestrator.cli.console import out, print_json
@@ -68,7 +70,7 @@ def env(ctx: typer.Context, wide: bool = WideOption, as_json: bool = typer.Optio
     out.print(rich_table(engines_table(facts["engines"], wide), wide))
 
 
-def engines_table(rows: list[dict], wide: bool) -> Table:
+def engines_table(rows: list[dict[str, Any]], wide: bool) -> Table:
     """The engines the local runtime can use: engine, framework, usable, version or why not, interpreter."""
     fields = [Field("engine", lambda r: r["engine"]), Field("framework", lambda r: r["framework"]),
               Field("usable", lambda r: "yes" if r["usable"] else "no", status=True),

@@ -98,12 +98,12 @@ def render_summary(summary: dict[str, Any], wide: bool = False, root: Path | Non
     return warnings
 
 
-def with_warnings(document: dict, warnings: list[str]) -> dict:
+def with_warnings(document: dict[str, Any], warnings: list[str]) -> dict[str, Any]:
     """The document for --json with a ``warnings`` list (after any it already has)."""
     return {**document, "warnings": [*(document.get("warnings") or []), *warnings]}
 
 
-def print_outcome(root: Path, summary: dict, as_json: bool, wide: bool) -> None:
+def print_outcome(root: Path, summary: dict[str, Any], as_json: bool, wide: bool) -> None:
     """The end of a run or resume: the summary's tables and the artifact's warnings, or them as JSON."""
     from orchestrator.runtime_use import artifact_warnings
 

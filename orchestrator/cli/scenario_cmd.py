@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from textwrap import shorten
+from typing import Any
 
 import typer
 
@@ -126,7 +127,7 @@ def show(
     _show_plans(scenario, expand(scenario, _csv(engines), _csv(precisions), repeats, devices), as_json, wide)
 
 
-def _length(workload: dict) -> str:
+def _length(workload: dict[str, Any]) -> str:
     """'1 epoch', '90 epochs' or '500 steps'."""
     return plural(workload["epochs"], "epoch") if "epochs" in workload else plural(workload["steps"], "step")
 
@@ -177,7 +178,7 @@ def list_cmd(wide: bool = WideOption, as_json: bool = typer.Option(False, "--jso
     out.print(rich_table(scenarios_table(rows, wide), wide))
 
 
-def scenarios_table(rows: list[dict], wide: bool) -> Table:
+def scenarios_table(rows: list[dict[str, Any]], wide: bool) -> Table:
     """The bundled scenarios: name, engines, precisions, description (compact: cut to the width left)."""
     fields = [Field("name", lambda r: r["name"]), Field("engines", lambda r: ", ".join(r["engines"]), wide_only=True),
               Field("precisions", lambda r: ", ".join(r["precisions"]), wide_only=True),
