@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import io
+import json
 import re
 
 import pytest
@@ -91,3 +92,17 @@ def test_scenario_list_and_show(capsys: pytest.CaptureFixture, monkeypatch: pyte
     assert code == 0 and "opennn-tf32-optimized-b128-d1-r1" in text and "2 epochs," in text
     code, text, _ = run_cli(capsys, monkeypatch, "scenario", "list", "--wide")
     assert code == 0 and re.search(r"engines\s+\S\s+precisions\s+\S\s+description", text)  # a column each
+
+
+@pytest.mark.usefixtures("fake_engines")
+def test_the_end_of_a_run_at_80_columns(capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    from tests.core.cli_helpers import FAKE_SCENARIO
+
+    monkeypatch.setattr(out, "width", 80)
+    code, text, err = run_cli(capsys, monkeypatch, "scenario", "run", str(FAKE_SCENARIO), "--runtime", "local", "--out", str(tmp_path))
+    assert code == 0, err
+    fits(text, ["fake", "fp32", "1", "ok"], ["fake2", "bf16", "1", "ok"])
+    assert "fake-fp32-optimized" not in text and "artifact:" in err
+    code, text, err = run_cli(capsys, monkeypatch, "scenario", "run", str(FAKE_SCENARIO), "--runtime", "local", "--out", str(tmp_path),
+                              "--json", "--engines", "fake")
+    assert code == 0 and json.loads(text)["warnings"] == []  # one runtime, no image: nothing to warn about
