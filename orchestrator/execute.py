@@ -70,26 +70,33 @@ class Outcome:
         return 1 if any(bad.values()) else 0
 
 
+def auto_runtime(engine: EngineInfo, settings: dict[str, Any]) -> tuple[Runtime, str]:
+    """``--runtime auto`` for one engine: docker when it can run the engine now, else local; and why."""
+    if "docker" not in runtime_names():
+        return get_runtime("local"), "no docker runtime installed"
+    docker = get_runtime("docker")
+    ok, why = docker.availability(engine, settings)
+    return (docker, why) if ok else (get_runtime("local"), f"docker: {why}")
+
+
 def choose_runtimes(
     engines: list[str], requested: str, settings_for: dict[str, dict[str, Any]], reporter: Reporter
 ) -> dict[str, tuple[Runtime, dict[str, Any]]]:
-    """Pick and check the runtime of every engine; BadInput when one cannot run."""
+    """Pick and check the runtime of every engine; BadInput when one cannot run. ``auto`` says what it chose in one line."""
+    from orchestrator.runtime_choice import RuntimeChoice, choice_line, lock_note
+
     chosen: dict[str, tuple[Runtime, dict[str, Any]]] = {}
+    choices: list[RuntimeChoice] = []
     for name in engines:
         engine = get_engine(name)
         settings = settings_for[name]
-        if requested == "auto" and "docker" not in runtime_names():
-            runtime = get_runtime("local")
-            reporter.note(f"{name}: runtime auto -> local (no docker runtime installed)")
-        elif requested == "auto":
-            docker = get_runtime("docker")
-            ok, why = docker.availability(engine, settings)
-            runtime = docker if ok else get_runtime("local")
-            reporter.note(f"{name}: runtime auto -> {runtime.name} ({'docker: ' if not ok else ''}{why})")
-        else:
-            runtime = get_runtime(requested)
+        runtime, why = auto_runtime(engine, settings) if requested == "auto" else (get_runtime(requested), "")
         info = runtime.check(engine, settings)
         chosen[name] = (runtime, {**settings, "checked": info, "resolved_interpreter": info.get("interpreter")})
+        if requested == "auto":
+            choices.append(RuntimeChoice(name, runtime.name, why + (lock_note(name, info.get("image_id")) if runtime.name == "docker" else "")))
+    if choices:
+        reporter.note(choice_line(choices))
     return chosen
 
 

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import typer
-from rich.table import Table
 
 from orchestrator.cli.console import err, out, print_json
+from orchestrator.cli.results_view import WideOption, rich_table
 from orchestrator.errors import BadInput
+from orchestrator.reports.model import Table
+from orchestrator.reports.views import Field, view
 from orchestrator.terminal import markup
 
 data_app = typer.Typer(help="Datasets: prepare real or synthetic data once into the canonical cache ($BENCH_DATA_DIR); list it.",
@@ -65,7 +68,7 @@ def prepare(
 
 
 @data_app.command("list")
-def list_(as_json: bool = typer.Option(False, "--json", help="Print as JSON.")) -> None:
+def list_(wide: bool = WideOption, as_json: bool = typer.Option(False, "--json", help="Print as JSON.")) -> None:
     """Show the prepared splits in the cache: name, split, samples, sha256, synthetic or real, path."""
     from orchestrator.data.store import dataset_cache_root, list_splits
 
@@ -80,15 +83,20 @@ def list_(as_json: bool = typer.Option(False, "--json", help="Print as JSON.")) 
     if not rows:
         err.print(f"no datasets prepared in {markup(str(dataset_cache_root()))} (bench data prepare NAME)")
         return
-    table = Table(title=f"datasets in {markup(str(dataset_cache_root()))}")
-    for column in ("name", "split", "samples", "shape", "kind", "sha256", "path"):
-        table.add_column(column, overflow="fold", justify="right" if column == "samples" else "left")
-    for row in rows:
-        kind = "synthetic" if row["synthetic"] else "real"
-        if row["subset_of"]:
-            kind += f" (first {row['samples']:,} of {row['subset_of'][:12]})"
-        elif row["prepared"]:
-            kind += " (prepared)"
-        table.add_row(row["name"], row["split"], f"{row['samples']:,}", "x".join(map(str, row["shape"] or [])), kind,
-                      row["sha256"][:12], markup(row["path"]))
-    out.print(table)
+    out.print(rich_table(splits_table(rows, f"datasets in {dataset_cache_root()}", wide), wide))
+
+
+def _kind(row: dict[str, Any]) -> str:
+    """'synthetic', 'real (prepared)', 'real (first 1,000 of 0123456789ab)'."""
+    kind = "synthetic" if row["synthetic"] else "real"
+    if row["subset_of"]:
+        return kind + f" (first {row['samples']:,} of {row['subset_of'][:12]})"
+    return kind + (" (prepared)" if row["prepared"] else "")
+
+
+def splits_table(rows: list[dict[str, Any]], title: str, wide: bool) -> Table:
+    """The prepared splits: name, split, samples, shape, kind, sha256 (12 digits), path (--wide)."""
+    fields = [Field("name", lambda r: r["name"]), Field("split", lambda r: r["split"]), Field("samples", lambda r: f"{r['samples']:,}"),
+              Field("shape", lambda r: "x".join(map(str, r["shape"] or []))), Field("kind", _kind, wrap=True),
+              Field("sha256", lambda r: r["sha256"][:12]), Field("path", lambda r: r["path"], wide_only=True)]
+    return view("splits", title, fields, rows, wide)

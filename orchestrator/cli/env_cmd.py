@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
-from rich.table import Table
 
 from orchestrator.cli.console import out, print_json
+from orchestrator.cli.results_view import WideOption, rich_table
 from orchestrator.engines import discover
 from orchestrator.hostinfo import host_facts
 from orchestrator.provenance import describe_host, run_host
+from orchestrator.reports.model import Table
+from orchestrator.reports.views import Field, view
 from orchestrator.terminal import markup
 
 env_app = typer.Typer(help="Host facts and per-engine environments.", invoke_without_command=True)
@@ -38,7 +42,7 @@ def docker_status() -> dict:
 
 
 @env_app.callback()
-def env(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="Print as JSON.")) -> None:
+def env(ctx: typer.Context, wide: bool = WideOption, as_json: bool = typer.Option(False, "--json", help="Print as JSON.")) -> None:
     """Show host, Python, GPUs through NVML, Docker reachability and usable engines."""
     if ctx.invoked_subcommand:
         return
@@ -63,13 +67,16 @@ def env(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="
     docker = facts["docker"]
     reach = f"reachable, server {docker.get('version')}" if docker.get("reachable") else f"not reachable ({docker.get('reason')})"
     out.print("[bold]Docker[/] " + markup(reach))
-    table = Table(title="engines (local runtime)")
-    for column in ("engine", "framework", "usable", "version / reason", "interpreter"):
-        table.add_column(column, overflow="fold")
-    for row in facts["engines"]:
-        table.add_row(markup(row["engine"]), markup(row["framework"]), "[green]yes[/]" if row["usable"] else "[red]no[/]",
-                      markup(row.get("version") or row.get("reason", "")), markup(row["interpreter"]))
-    out.print(table)
+    out.print(rich_table(engines_table(facts["engines"], wide), wide))
+
+
+def engines_table(rows: list[dict[str, Any]], wide: bool) -> Table:
+    """The engines the local runtime can use: engine, framework, usable, version or why not, interpreter."""
+    fields = [Field("engine", lambda r: r["engine"]), Field("framework", lambda r: r["framework"]),
+              Field("usable", lambda r: "yes" if r["usable"] else "no", status=True),
+              Field("version / reason", lambda r: r.get("version") or r.get("reason", ""), clip=True),
+              Field("interpreter", lambda r: r["interpreter"], clip=True)]
+    return view("engines", "engines (local runtime)", fields, rows, wide)
 
 
 @env_app.command("create")

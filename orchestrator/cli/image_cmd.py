@@ -8,10 +8,13 @@ from typing import Any
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from orchestrator.cli.console import err, out, print_json
+from orchestrator.cli.results_view import WideOption, rich_table
 from orchestrator.errors import BadInput
+from orchestrator.reports.formats import DASH
+from orchestrator.reports.model import Table
+from orchestrator.reports.views import Field, view
 from orchestrator.terminal import markup
 
 image_app = typer.Typer(help="Build, list, inspect and bump the engines' pinned container images.", no_args_is_help=True)
@@ -119,7 +122,7 @@ def bump(
 
 
 @image_app.command("list")
-def list_cmd(lock: Path = LockOption, as_json: bool = AsJson) -> None:
+def list_cmd(lock: Path = LockOption, wide: bool = WideOption, as_json: bool = AsJson) -> None:
     """Engines with images: default base, built and locked image ids, framework/CUDA/cuDNN versions."""
     from orchestrator.images.inspect import image_rows
 
@@ -128,16 +131,23 @@ def list_cmd(lock: Path = LockOption, as_json: bool = AsJson) -> None:
     if as_json:
         print_json(rows)
         return
-    table = Table(title="engine images")
-    for column in ("engine", "status", "local image", "locked image", "built from", "framework", "CUDA", "cuDNN", "default base"):
-        table.add_column(column, overflow="fold")
-    for row in rows:
-        style = "green" if row["status"] == "built" else "yellow"
-        table.add_row(row["engine"], f"[{style}]{markup(row['status'])}[/]", (row["local_image_id"] or "-")[:19],
-                      (row["locked_image_id"] or "-")[:19], markup(row["built_from"] or "-"), row["framework_version"] or "-",
-                      row["cuda"] or "-", row["cudnn"] or "-",
-                      markup(row["default_base"]) + ("" if row["default_base_pinned"] else " [yellow](unpinned)[/]"))
-    out.print(table)
+    out.print(rich_table(images_table(rows, wide), wide))
+
+
+def _image_id(image_id: str | None, length: int) -> str:
+    return (image_id or DASH)[:length]
+
+
+def images_table(rows: list[dict[str, Any]], wide: bool) -> Table:
+    """Engine images: status, local and locked image ids, base, versions (compact: the local id, framework and CUDA)."""
+    fields = [Field("engine", lambda r: r["engine"]), Field("status", lambda r: r["status"], status=True),
+              Field("local image", lambda r: r["local_image_id"], lambda i: _image_id(i, 19), lambda i: _image_id(i, 19)),
+              Field("locked image", lambda r: r["locked_image_id"], lambda i: _image_id(i, 19), wide_only=True),
+              Field("built from", lambda r: r["built_from"] or DASH, wide_only=True),
+              Field("framework", lambda r: r["framework_version"] or DASH), Field("CUDA", lambda r: r["cuda"] or DASH),
+              Field("cuDNN", lambda r: r["cudnn"] or DASH, wide_only=True),
+              Field("default base", lambda r: r["default_base"] + ("" if r["default_base_pinned"] else " (unpinned)"), wide_only=True)]
+    return view("images", "engine images", fields, rows, wide)
 
 
 @image_app.command("inspect")

@@ -10,7 +10,7 @@ import typer
 from orchestrator.artifacts import open_artifact
 from orchestrator.artifacts.layout import SUMMARY
 from orchestrator.cli.console import err, out, print_json
-from orchestrator.cli.results_view import render_summary
+from orchestrator.cli.results_view import WideOption, render_summary, with_warnings
 from orchestrator.errors import BadInput
 from orchestrator.schemas import SchemaError
 from orchestrator.schemas import validate as validate_document
@@ -43,16 +43,18 @@ def load_summary(folder: Path) -> dict:
 
 @results_app.command("show")
 def show(artifact: Path = typer.Argument(..., help="Artifact folder (or .tar.gz archive)."),
-         as_json: bool = typer.Option(False, "--json")) -> None:
-    """Print an artifact's runs, statistics and cross-engine ratios."""
+         wide: bool = WideOption,
+         as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON, with the artifact's warnings.")) -> None:
+    """Print an artifact's runs, statistics, cross-engine ratios and claims (compact; --wide: every column)."""
     from orchestrator.artifacts.archive import artifact_folder
+    from orchestrator.runtime_use import artifact_warnings
 
     with artifact_folder(_folder(artifact)) as root:
         summary = load_summary(root)
         if as_json:
-            print_json(summary)
+            print_json(with_warnings(summary, artifact_warnings(root, summary)))
         else:
-            render_summary(summary)
+            render_summary(summary, wide, root)
         warn_integrity(root)
 
 

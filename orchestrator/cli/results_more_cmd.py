@@ -14,11 +14,11 @@ from typing import Any
 import typer
 
 from orchestrator.cli.console import err, out, print_json
-from orchestrator.cli.results_view import rich_table
+from orchestrator.cli.results_view import WideOption, print_warnings, rich_table
 from orchestrator.errors import BadInput
 from orchestrator.reports.formats import PVALUE, RATE, Span, number, span
-from orchestrator.reports.tables import Column, columns
-from orchestrator.reports.tables import Table as ReportTable
+from orchestrator.reports.model import Table as ReportTable
+from orchestrator.reports.views import Field, batch_label, devices_label, group_label, grouped_notes, interval_heading, view
 from orchestrator.terminal import markup
 
 
@@ -47,31 +47,42 @@ def _summary(root: Path, path: Path) -> dict[str, Any]:
         raise BadInput(str(exc).replace(str(root), str(path))) from None
 
 
-def comparison_table(doc: dict[str, Any]) -> ReportTable:
+def _interval(group: dict[str, Any]) -> Span | None:
+    """The ratio's bootstrap 95% CI, or with too few repeats for one, its range."""
+    return Span.of(group["ci95"], "ci95") if group.get("ci95") else Span.of(group.get("range"), "range")
+
+
+def comparison_table(doc: dict[str, Any], wide: bool = False) -> ReportTable:
     """The groups of a comparison in the shared table model (the verdict column coloured like a status)."""
-    notes = [doc["direction"] + f"; significant: Mann-Whitney U p < {doc['alpha']:g}"
+    direction = doc["direction"] if wide else "B/A = median samples/s of B / median of A; above 1 means B is faster"
+    notes = [direction + f"; significant: Mann-Whitney U p < {doc['alpha']:g}"
              + (f"; no change: |change| < {doc['min_change_pct']:g}%" if doc["min_change_pct"] else "")]
-    cols = [*columns("engine", "precision", "path", "batch", "dev", "n A", "n B"), Column("median A", RATE), Column("median B", RATE),
-            Column("B/A", number(".3f", "x")), Column("95% CI", span(".3f", sep="-")), Column("change", number("+.1f", "%")),
-            Column("p", PVALUE), Column("verdict", status=True)]
-    cells = [[g["engine"], g["precision"], g["path"], g["batch_per_device"], g["devices"], g["n_a"], g["n_b"], g["median_a"], g["median_b"],
-              g["ratio"], Span.of(g["ci95"]), g["change_pct"], g["p_value"], g["verdict"]] for g in doc["groups"]]
-    return ReportTable("compare", "B relative to A: steady-state throughput", cols, cells, notes)
+    header, compact_span = interval_heading([_interval(g) for g in doc["groups"]], number(".3f"))
+    fields = [Field("engine", lambda g: g["engine"]), Field("precision", lambda g: g["precision"], short="prec"),
+              Field("path", lambda g: g["path"], fold=str), Field("batch", lambda g: g["batch_per_device"], fold=batch_label),
+              Field("dev", lambda g: g["devices"], fold=devices_label),
+              Field("n A", lambda g: g["n_a"], wide_only=True), Field("n B", lambda g: g["n_b"], wide_only=True),
+              Field("n A/B", lambda g: f"{g['n_a']}/{g['n_b']}", compact_only=True),
+              Field("median A", lambda g: g["median_a"], RATE, wide_only=True), Field("median B", lambda g: g["median_b"], RATE, wide_only=True),
+              Field("B/A", lambda g: g["ratio"], number(".3f", "x")),
+              Field("interval", _interval, span(".3f", sep="-"), compact_span, short=header),
+              Field("change", lambda g: g["change_pct"], number("+.1f", "%"), wide_only=True),
+              Field("p", lambda g: g["p_value"], PVALUE),
+              Field("verdict", lambda g: g["verdict"], compact_fmt=lambda v: v.split(" (")[0], status=True, clip=True)]
+    return view("compare", "B relative to A: steady-state throughput", fields, doc["groups"], wide, notes)
 
 
-def _render_comparison(doc: dict[str, Any]) -> None:
+def _render_comparison(doc: dict[str, Any], wide: bool) -> None:
     a, b = doc["a"], doc["b"]
     out.print(f"A: {markup(a['artifact'])} ({markup(a['scenario'])} {markup(a['artifact_id'])})")
     out.print(f"B: {markup(b['artifact'])} ({markup(b['scenario'])} {markup(b['artifact_id'])})")
-    out.print(rich_table(comparison_table(doc)))
-    for g in doc["groups"]:
-        if g.get("note"):
-            err.print(f"[yellow]note[/] {markup(g['engine'])} {markup(g['precision'])} {markup(g['path'])}: {markup(g['note'])}")
+    out.print(rich_table(comparison_table(doc, wide), wide))
+    for note in grouped_notes(((group_label(g), g.get("note")) for g in doc["groups"]), "group"):
+        err.print(f"[yellow]note[/] {markup(note)}")
     for side, key in (("A", "only_in_a"), ("B", "only_in_b")):
         for g in doc[key]:
             err.print(markup(f"only in {side}: {g['engine']} {g['precision']} {g['path']} b{g['batch_per_device']} x{g['devices']}"))
-    for warning in doc["warnings"]:
-        err.print(f"[yellow]warning[/] {markup(warning)}")
+    print_warnings(doc["warnings"])
 
 
 def compare(a: Path = typer.Argument(..., help="Baseline artifact A (folder or .tar.gz)."),
@@ -79,38 +90,47 @@ def compare(a: Path = typer.Argument(..., help="Baseline artifact A (folder or .
             alpha: float = typer.Option(0.05, "--alpha", min=0.0001, max=0.5, help="Significance level of the Mann-Whitney U test."),
             min_change: str = typer.Option("2%", "--min-change", help="Minimum effect: a smaller change of the median throughput is "
                                            "reported as 'no change', significant or not (2% or 2; 0 turns it off)."),
+            wide: bool = WideOption,
             as_json: bool = typer.Option(False, "--json", help="Print the comparison as JSON.")) -> None:
     """Per matching engine/precision/path/batch/devices group: median throughput ratio B/A (above 1: B is faster),
     its bootstrap 95% interval and whether the difference is significant (Mann-Whitney U over the repeats);
-    then what differs in the environments (framework versions, images, driver, GPU clocks, host CPU)."""
+    then what differs in the environments (framework versions, images, driver, GPU clocks, host CPU). Runtimes or
+    images that differ within A, within B or between them are warnings (in --json: the ``warnings`` list)."""
     from orchestrator.compare import compare_summaries, parse_percent
     from orchestrator.envdiff import environment, environment_diff
+    from orchestrator.runtime_use import between_warnings, mixed_warnings, runtime_uses
 
     threshold = parse_percent(min_change)
     with _checked_artifact(a, "A") as root_a, _checked_artifact(b, "B") as root_b:
         summary_a, summary_b = _summary(root_a, a), _summary(root_b, b)
         env = environment_diff(environment(root_a, summary_a), environment(root_b, summary_b))
         doc = compare_summaries(summary_a, summary_b, str(a), str(b), alpha=alpha, min_change_pct=threshold, environment=env)
+        uses_a, uses_b = runtime_uses(root_a, summary_a), runtime_uses(root_b, summary_b)
+    doc["warnings"] += [*mixed_warnings(uses_a, "A's"), *mixed_warnings(uses_b, "B's"), *between_warnings(uses_a, uses_b)]
     if as_json:
         print_json(doc)
     else:
-        _render_comparison(doc)
-        _render_environment(doc["environment"])
+        _render_comparison(doc, wide)
+        _render_environment(doc["environment"], wide)
 
 
 def blank_dash(value: Any) -> str:
     return "-" if value in (None, "") else str(value)
 
 
-def _render_environment(env: dict[str, Any]) -> None:
+def environment_table(env: dict[str, Any], wide: bool = False) -> ReportTable:
+    """The facts that differ between A and B: scope (artifact or engine), fact, A's value, B's value."""
+    fields = [Field("scope", lambda d: d["scope"]), Field("fact", lambda d: d["key"]),
+              Field("A", lambda d: d["a"], blank_dash, wrap=True), Field("B", lambda d: d["b"], blank_dash, wrap=True)]
+    return view("environment", "environment: what differs (A -> B)", fields, env["differences"], wide)
+
+
+def _render_environment(env: dict[str, Any], wide: bool) -> None:
     """The metadata diff: only the facts that differ, or 'same environment'."""
     if env["same"]:
         out.print(markup("environment: same environment (bench, host, driver, GPUs" + (", " + ", ".join(env["engines"]) if env["engines"] else "") + ")"))
         return
-    cells = [[d["scope"], d["key"], d["a"], d["b"]] for d in env["differences"]]
-    table = ReportTable("environment", "environment: what differs (A -> B)", [Column("scope"), Column("fact"), Column("A", blank_dash),
-                        Column("B", blank_dash)], cells)
-    out.print(rich_table(table))
+    out.print(rich_table(environment_table(env, wide), wide))
 
 
 def report(artifact: Path = typer.Argument(..., help="Artifact folder (or .tar.gz archive)."),

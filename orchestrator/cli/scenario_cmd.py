@@ -4,22 +4,27 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from textwrap import shorten
+from typing import Any
 
 import typer
-from rich.table import Table
 
 from orchestrator.cli import slurm_options
-from orchestrator.cli.console import err, out, print_json, status_text
+from orchestrator.cli.console import out, print_json
 from orchestrator.cli.reporter import RichReporter
-from orchestrator.cli.results_view import render_summary
+from orchestrator.cli.results_view import WideOption, print_outcome, rich_table
 from orchestrator.errors import BadInput
 from orchestrator.paths import default_results_dir, scenarios_dir
-from orchestrator.scenario import expand, load_scenario
+from orchestrator.reports.formats import blank, plural
+from orchestrator.reports.model import Table
+from orchestrator.reports.views import Field, batch_label, devices_label, view
+from orchestrator.scenario import RunPlan, expand, load_scenario
 from orchestrator.scenario.load import Scenario
 from orchestrator.terminal import markup
 
 scenario_app = typer.Typer(help="Validate, inspect and run YAML scenarios.", no_args_is_help=True)
 
+DESCRIPTION = 72  # characters of a scenario's description in the compact list (--wide: all)
 TABLE_ROWS = 200  # runs drawn in the --dry-run and show table (a table of thousands takes seconds to draw)
 SetOption = typer.Option(None, "--set", help="Override a scenario field: key=value (e.g. workload.batch.size=64). Repeatable.")
 
@@ -47,7 +52,8 @@ def run(
     python: str = typer.Option(None, "--python", help="Interpreter for the local runtime (default: bench's own, or a bench env)."),
     visible_devices: str = typer.Option(None, "--visible-devices", help="GPU indices to use, e.g. 2,3 (local: CUDA_VISIBLE_DEVICES; docker: device requests)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Validate and print the run matrix without running."),
-    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    wide: bool = WideOption,
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON, with the artifact's warnings."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Echo engine output."),
     slurm_partition: slurm_options.Partition = None,
     slurm_account: slurm_options.Account = None,
@@ -77,7 +83,7 @@ def run(
     # the runtime settings as the run would check them (the environment's BENCH_SLURM_* with --runtime slurm)
     check_runtime_blocks(scenario.source, scenario.document, slurm, os.environ if runtime == "slurm" else None)
     if dry_run:
-        _show_plans(scenario, plans, as_json)
+        _show_plans(scenario, plans, as_json, wide)
         return
     settings: dict = {"interpreter": python} if python else {}
     if visible_devices:
@@ -88,11 +94,7 @@ def run(
         settings["slurm"] = slurm
     options = RunOptions(runtime=runtime, device=device, out_root=(out_dir or default_results_dir()).resolve(), settings=settings)
     outcome = run_scenario(scenario, plans, options, RichReporter(quiet=as_json, verbose=verbose))
-    if as_json:
-        print_json({"artifact": str(outcome.artifact.root), **outcome.summary})
-    else:
-        render_summary(outcome.summary)
-        err.print(f"artifact: [bold]{markup(outcome.artifact.root)}[/]")
+    print_outcome(outcome.artifact.root, outcome.summary, as_json, wide)
     raise typer.Exit(outcome.exit_code)
 
 
@@ -117,14 +119,30 @@ def show(
     precisions: str = typer.Option(None, "--precisions"),
     repeats: int = typer.Option(None, "--repeats", min=1),
     devices: int = typer.Option(None, "--devices", min=1),
+    wide: bool = WideOption,
     as_json: bool = typer.Option(False, "--json", help="Print the matrix as JSON."),
 ) -> None:
     """Print the expanded run matrix."""
     scenario = _load(file, sets, smoke)
-    _show_plans(scenario, expand(scenario, _csv(engines), _csv(precisions), repeats, devices), as_json)
+    _show_plans(scenario, expand(scenario, _csv(engines), _csv(precisions), repeats, devices), as_json, wide)
 
 
-def _show_plans(scenario: Scenario, plans, as_json: bool) -> None:
+def _length(workload: dict[str, Any]) -> str:
+    """'1 epoch', '90 epochs' or '500 steps'."""
+    return plural(workload["epochs"], "epoch") if "epochs" in workload else plural(workload["steps"], "step")
+
+
+def plans_table(plans: list[RunPlan], title: str, wide: bool) -> Table:
+    """The run matrix: run id (--wide), engine, precision, path, batch, devices, repeat, and why a run is skipped."""
+    fields = [Field("run id", lambda p: p.run_id, wide_only=True), Field("engine", lambda p: p.engine),
+              Field("precision", lambda p: p.precision, short="prec"), Field("path", lambda p: p.path, fold=str),
+              Field("batch", lambda p: p.batch, fold=batch_label), Field("devices", lambda p: p.devices, short="dev", fold=devices_label),
+              Field("repeat", lambda p: p.repeat, short="#"),
+              Field("note", lambda p: f"skipped: {p.skip_reason}" if p.skip_reason else None, blank, clip=True)]
+    return view("plans", title, fields, plans, wide)
+
+
+def _show_plans(scenario: Scenario, plans, as_json: bool, wide: bool = False) -> None:
     if as_json:
         print_json({"scenario": scenario.name, "smoke": scenario.smoke, "workload": scenario.workload,
                     "runs": [{"run_id": p.run_id, "engine": p.engine, "precision": p.precision, "path": p.path,
@@ -132,25 +150,19 @@ def _show_plans(scenario: Scenario, plans, as_json: bool) -> None:
                               "skip_reason": p.skip_reason} for p in plans]})
         return
     w = scenario.workload
-    length = f"{w['epochs']} epochs" if "epochs" in w else f"{w['steps']} steps"
+    length = _length(w)
     out.print(f"[bold]{markup(scenario.name)}[/]{' (smoke)' if scenario.smoke else ''}: {w['mode']} {w['model']['arch']} "
               f"{w['input']['height']}x{w['input']['width']}x{w['input']['channels']}, {w['model']['num_classes']} classes, "
               f"{markup(w['dataset']['name'])}/{markup(w['dataset']['split'])} ({w['dataset'].get('samples', 'all')} samples, "
               f"{markup(w['dataset']['source'])}), "
-              f"{length}, warmup {w['warmup_steps']} steps")
+              f"{length}, warmup {plural(w['warmup_steps'], 'step')}")
     shown = plans if len(plans) <= TABLE_ROWS else plans[:TABLE_ROWS]
     more = f", the first {TABLE_ROWS} shown (--json lists all)" if len(shown) < len(plans) else ""
-    table = Table(title=f"{len(plans)} runs{more}")
-    for column in ("run id", "engine", "precision", "path", "batch", "devices", "repeat", "note"):
-        table.add_column(column)
-    for p in shown:
-        table.add_row(markup(p.run_id), markup(p.engine), markup(p.precision), markup(p.path), str(p.batch), str(p.devices), str(p.repeat),
-                      status_text("skipped") + f" {markup(p.skip_reason)}" if p.skip_reason else "")
-    out.print(table)
+    out.print(rich_table(plans_table(shown, f"{plural(len(plans), 'run')}{more}", wide), wide))
 
 
 @scenario_app.command("list")
-def list_cmd(as_json: bool = typer.Option(False, "--json")) -> None:
+def list_cmd(wide: bool = WideOption, as_json: bool = typer.Option(False, "--json")) -> None:
     """List the bundled scenarios."""
     rows = []
     for path in sorted(scenarios_dir().glob("*.yaml")):
@@ -163,9 +175,14 @@ def list_cmd(as_json: bool = typer.Option(False, "--json")) -> None:
     if as_json:
         print_json(rows)
         return
-    table = Table()
-    for column in ("name", "engines", "precisions", "description"):
-        table.add_column(column, overflow="fold")
-    for row in rows:
-        table.add_row(markup(row["name"]), markup(",".join(row["engines"])), markup(",".join(row["precisions"])), markup(str(row["description"])[:120]))
-    out.print(table)
+    out.print(rich_table(scenarios_table(rows, wide), wide))
+
+
+def scenarios_table(rows: list[dict[str, Any]], wide: bool) -> Table:
+    """The bundled scenarios: name, engines, precisions, description (compact: cut to the width left)."""
+    fields = [Field("name", lambda r: r["name"]), Field("engines", lambda r: ", ".join(r["engines"]), wide_only=True),
+              Field("precisions", lambda r: ", ".join(r["precisions"]), wide_only=True),
+              Field("engines x precisions", lambda r: f"{', '.join(r['engines'])} x {', '.join(r['precisions'])}", wrap=True,
+                    compact_only=True),
+              Field("description", lambda r: str(r["description"]), compact_fmt=lambda d: shorten(d, DESCRIPTION, placeholder=" …"), wrap=True)]
+    return view("scenarios", "", fields, rows, wide)

@@ -13,7 +13,7 @@ import typer
 from orchestrator.cli import slurm_options
 from orchestrator.cli.console import err, out, print_json, status_text
 from orchestrator.cli.reporter import RichReporter
-from orchestrator.cli.results_view import render_summary
+from orchestrator.cli.results_view import WideOption, print_outcome
 from orchestrator.errors import BadInput
 from orchestrator.terminal import markup
 
@@ -33,6 +33,7 @@ def resume_cmd(
     slurm_shared_dir: slurm_options.SharedDir = None,
     dry_run: bool = typer.Option(False, "--dry-run", help="Only list the runs that would be run again."),
     force: bool = typer.Option(False, "--force", help="Resume an artifact whose files changed since bench wrote them (recorded in its integrity.json)."),
+    wide: bool = WideOption,
     as_json: bool = typer.Option(False, "--json", help="Print the summary (or, with --dry-run, the plan) as JSON."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Echo engine output."),
 ) -> None:
@@ -50,12 +51,12 @@ def resume_cmd(
     if not artifact_dir.is_dir():
         raise BadInput(f"{artifact_dir}: not a bench artifact (no such folder)")
     with artifact_lock(artifact_dir):  # one resume of an artifact at a time
-        _resume(artifact_dir, runtime, device, python, force, as_json, verbose,
+        _resume(artifact_dir, runtime, device, python, force, as_json, wide, verbose,
                 (slurm_partition, slurm_account, slurm_time, slurm_gpus, slurm_sbatch_args, slurm_mode, slurm_container, None, slurm_shared_dir))
 
 
 def _resume(artifact_dir: Path, runtime: str | None, device: str | None, python: str | None, force: bool, as_json: bool,
-            verbose: bool, slurm_values: tuple) -> None:
+            wide: bool, verbose: bool, slurm_values: tuple) -> None:
     from orchestrator.resume import plan_resume, resume
     from orchestrator.runtimes.slurm_job import settings_from_cli
 
@@ -72,11 +73,7 @@ def _resume(artifact_dir: Path, runtime: str | None, device: str | None, python:
     reporter.note(f"resuming {plan.artifact.root}: {len(plan.to_run) + len(plan.unsearched)} of {len(plan.runs) + len(plan.unsearched)} runs to run "
                   f"(runtime {plan.runtime}, device {plan.device})")
     outcome = resume(plan, settings, reporter, forced=forced)
-    if as_json:
-        print_json({"artifact": str(outcome.artifact.root), **outcome.summary})
-    else:
-        render_summary(outcome.summary)
-        err.print(f"artifact: [bold]{markup(str(outcome.artifact.root))}[/]")
+    print_outcome(outcome.artifact.root, outcome.summary, as_json, wide)
     raise typer.Exit(outcome.exit_code)
 
 

@@ -6,6 +6,7 @@ below make the usual ones. CSV ignores them and writes the cells as they are.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -87,6 +88,48 @@ def span(spec: str = ",.1f", suffix: str = "", sep: str = " - ") -> Format:
     return render
 
 
+def significant_text(value: float, digits: int = 3) -> str:
+    """``value`` to ``digits`` significant digits, never rounded to zero: 18.49 -> '18.5', 0.0065 -> '0.0065',
+    36945.4 -> '36,945', 0.00001234 -> '1.23e-05' (below 0.001); trailing zeros after the point dropped."""
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g}"
+    magnitude = math.floor(math.log10(abs(value)))
+    if abs(value) < 1e-3:
+        return f"{value:.{digits - 1}e}"
+    decimals = max(0, digits - 1 - magnitude)
+    written = f"{value:,.{decimals}f}"
+    return written.rstrip("0").rstrip(".") if "." in written else written
+
+
+def significant(digits: int = 3, suffix: str = "", scale: float = 1, missing: str = DASH) -> Format:
+    """A number (times ``scale``) to ``digits`` significant digits (:func:`significant_text`) + ``suffix``; None as ``missing``."""
+
+    def render(value: Any) -> str:
+        return missing if value is None else significant_text(value * scale, digits) + suffix
+
+    return render
+
+
+def span_of(fmt: Format, sep: str = "-", labelled: bool = False) -> Format:
+    """A :class:`Span` as 'low<sep>high', both ends through ``fmt``, labelled ('95% CI ', 'range ') when ``labelled``; None as '-'."""
+
+    def render(value: Span | None) -> str:
+        if not value:
+            return DASH
+        label = INTERVAL_LABELS.get(value.kind, "") + " " if labelled and value.kind else ""
+        return f"{label}{fmt(value.low)}{sep}{fmt(value.high)}"
+
+    return render
+
+
+INTERVAL_LABELS = {"ci95": "95% CI", "range": "range"}
+
+
+def plural(count: int, word: str, many: str | None = None) -> str:
+    """'1 epoch', '2 epochs' ('1 device', '8 devices'); ``many`` for an irregular plural."""
+    return f"{count} {word if count == 1 else (many or word + 's')}"
+
+
 def joined(sep: str, empty: str = "") -> Format:
     """A list as its items joined by ``sep``; an empty or missing list as ``empty``."""
     return lambda value: sep.join(map(str, value or [])) or empty
@@ -119,4 +162,18 @@ APPARENT = apparent()  # invalid runs' counted samples/s
 def rate_or_apparent(value: Any) -> str:
     """A valid run's samples/s, or an invalid run's :class:`Apparent` figure, in one column (the terminal)."""
     return APPARENT(value) if isinstance(value, Apparent) else RATE(value)
+
+
+def compact_rate(value: Any) -> str:
+    """samples/s in a compact table: whole numbers from 100 up ('36,945'), 3 significant digits below ('12.3'); None as '-'."""
+    if value is None:
+        return DASH
+    return f"{value:,.0f}" if abs(value) >= 100 else significant_text(value, 3)
+
+
+def compact_rate_or_apparent(value: Any) -> str:
+    """:func:`compact_rate`, an invalid run's :class:`Apparent` figure in parentheses ('(74,128)'; the table's note says why)."""
+    return f"({compact_rate(value.throughput)})" if isinstance(value, Apparent) else compact_rate(value)
+
+
 RELATIVE = number(".4g")  # relative weight change

@@ -1,13 +1,16 @@
 """The tables of a summary.json alone, as ``bench results show`` (and the end of a run) prints them.
 
-Shorter than the report's (reports/tables.py), whose cells they share where they show the same thing
-(ratios, strong scaling, numerical parity).
+Each comes compact by default (fits 80 columns: the run id split into engine, precision and repeat, what every
+row shares moved into the title, reasons cut with an ellipsis, warnings and notes as footnotes) and whole with
+``wide`` (``--wide``: every column, every reason in full). Shorter than the report's (reports/tables.py), whose
+cells they share where they show the same thing (ratios, strong scaling, numerical parity).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from orchestrator.reports.claims import MeasuredRatio, measured_ratio
 from orchestrator.reports.formats import (
     PERCENT,
     RATE,
@@ -16,81 +19,159 @@ from orchestrator.reports.formats import (
     Apparent,
     Span,
     blank,
+    compact_rate,
+    compact_rate_or_apparent,
     joined,
     number,
+    of_total,
     rate_or_apparent,
+    significant,
     span,
+    span_of,
     with_reason,
 )
-from orchestrator.reports.tables import Column, Table, columns, parity_cells, ratio_cells, scaling_cells
+from orchestrator.reports.model import Table
+from orchestrator.reports.tables import parity_cells, ratio_cells, scaling_cells
+from orchestrator.reports.views import Field, batch_label, devices_label, footnotes, group_label, interval_heading, view
+
+TFLOPS = significant(3)
+PEAK = significant(2, "%", 100)
+JOULES = significant(3)
+HOURS = significant(3)
+APPARENT_NOTE = "(n): an invalid run's samples/s as its engine counted it, not a measurement (the reason says why)."
 
 
-def runs(summary: dict[str, Any]) -> Table:
-    title = f"{summary['scenario']} {summary['artifact_id']}" + (" [smoke]" if summary.get("smoke") else "")
-    cols = [*columns("run", "engine", "precision"), Column("path", blank), Column("batch", blank), Column("dev", blank),
-            Column("status", status=True), Column("samples/s", rate_or_apparent), Column("setup s", SECONDS), Column("warmup s", SECONDS),
-            Column("parity / reason")]
-    cells = [[row["run_id"], row["engine"], row["precision"], row.get("path"), row.get("batch_per_device"), row.get("devices"), row["status"],
-              row.get("throughput") or Apparent.of(row.get("apparent_throughput"), row.get("work_shortfall")), row.get("setup_s"), row.get("warmup_s"),
-              "ok" if row["status"] == "ok" else (row.get("reason") or "")[:160]] for row in summary["runs"]]
-    return Table("runs", title, cols, cells)
+def _group_fields(batch_header: str = "batch") -> list[Field]:
+    """engine, precision, path, batch, devices: the key of a group (the last three fold into the title when shared)."""
+    return [Field("engine", lambda r: r["engine"]), Field("precision", lambda r: r["precision"], short="prec"),
+            Field("path", lambda r: r.get("path"), blank, fold=str),
+            Field(batch_header, lambda r: r.get("batch_per_device"), blank, fold=batch_label),
+            Field("dev", lambda r: r.get("devices"), blank, fold=devices_label)]
 
 
-def groups(summary: dict[str, Any]) -> Table | None:
+def _title(summary: dict[str, Any]) -> str:
+    return f"{summary['scenario']} {summary['artifact_id']}" + (" [smoke]" if summary.get("smoke") else "")
+
+
+def runs(summary: dict[str, Any], wide: bool = False) -> Table:
+    rows = summary["runs"]
+    verdict = (lambda cell: "ok" if cell[0] == "ok" else cell[1] or "", lambda cell: "" if cell[0] == "ok" else cell[1] or "")
+    fields = [Field("run", lambda r: r["run_id"], wide_only=True), *_group_fields(),
+              Field("repeat", lambda r: r.get("repeat"), blank, short="#"), Field("status", lambda r: r["status"], status=True),
+              Field("samples/s", lambda r: r.get("throughput") or Apparent.of(r.get("apparent_throughput"), r.get("work_shortfall")),
+                    rate_or_apparent, compact_rate_or_apparent),
+              Field("setup s", lambda r: r.get("setup_s"), SECONDS), Field("warmup s", lambda r: r.get("warmup_s"), SECONDS)]
+    if wide or any(r["status"] != "ok" for r in rows):
+        fields.append(Field("parity / reason", lambda r: (r["status"], r.get("reason")), verdict[0], verdict[1], short="reason", clip=True))
+    apparent = not wide and any(r.get("apparent_throughput") and not r.get("throughput") for r in rows)
+    return view("runs", _title(summary), fields, rows, wide, [APPARENT_NOTE] if apparent else [])
+
+
+def groups(summary: dict[str, Any], wide: bool = False) -> Table | None:
     """Groups with valid runs; the latency and time-to-train columns only when some group has them."""
     valid = [g for g in summary["groups"] if g.get("throughput")]
     if not valid:
         return None
-    latency = any(g.get("latency_ms") for g in valid)
-    train_estimate = any(g.get("time_to_train_h") for g in valid)
-    cols = [*columns("engine", "precision", "path", "batch", "dev", "n"), Column("median", RATE), Column("min", RATE), Column("max", RATE),
-            Column("interval", span()), Column("TFLOP/s", number(".1f")), Column("% peak", PERCENT), Column("J/sample", number(".4f")),
-            *([Column("p50/p99 ms", span(".2f", sep="/"))] if latency else []), *([Column("90-epoch h", number(".1f"))] if train_estimate else []),
-            Column("warnings", joined("; "))]
-    cells = []
-    for g in valid:
-        tp = g["throughput"]
-        lat = g.get("latency_ms") or {}
-        row = [g["engine"], g["precision"], g["path"], g["batch_per_device"], g["devices"], g["n"], tp["median"], tp["min"], tp["max"],
-               Span.labelled(tp), g.get("achieved_tflops") or None, g.get("peak_fraction") or None,
-               (g.get("energy_per_sample_j") or {}).get("median") or None]
-        row += [Span(lat["p50"], lat["p99"]) if "p50" in lat and "p99" in lat else None] if latency else []
-        row += [g.get("time_to_train_h") or None] if train_estimate else []
-        cells.append([*row, g.get("warnings")])
-    return Table("groups", "steady-state throughput (samples/s, median over valid repeats)", cols, cells)
+    spans = [Span.labelled(g["throughput"]) for g in valid]
+    header, compact_span = interval_heading(spans, compact_rate)
+    latency = any(g.get("latency_ms") for g in valid)  # compact: in the place of % peak
+    fields = [*_group_fields(), Field("n", lambda g: (g["n"], g.get("n_total", g["n"])), lambda p: str(p[0]) if p[0] == p[1] else of_total(p)),
+              Field("median", lambda g: g["throughput"]["median"], RATE, compact_rate),
+              Field("min", lambda g: g["throughput"]["min"], RATE, wide_only=True),
+              Field("max", lambda g: g["throughput"]["max"], RATE, wide_only=True),
+              Field("interval", lambda g: Span.labelled(g["throughput"]), span(), compact_span, short=header),
+              Field("TFLOP/s", lambda g: g.get("achieved_tflops") or None, TFLOPS),
+              Field("% peak", lambda g: g.get("peak_fraction") or None, PEAK, wide_only=latency),
+              Field("J/sample", lambda g: (g.get("energy_per_sample_j") or {}).get("median") or None, JOULES)]
+    if latency:
+        fields.append(Field("p50/p99 ms", _latency, span(".2f", sep="/"), span_of(significant(3), "/")))
+    if any(g.get("time_to_train_h") for g in valid):
+        fields.append(Field("90-epoch h", lambda g: g.get("time_to_train_h") or None, HOURS, wide_only=True))
+    fields.append(Field("warnings", lambda g: g.get("warnings"), joined("; "), wide_only=True))
+    notes = [] if wide else footnotes(((group_label(g), w) for g in valid for w in g.get("warnings") or []), "warning")
+    title = "steady-state throughput (samples/s, median over valid repeats)" if wide else "samples/s over the valid repeats"
+    return view("groups", title, fields, valid, wide, notes)
 
 
-def ratios(summary: dict[str, Any]) -> Table | None:
+def _latency(group: dict[str, Any]) -> Span | None:
+    lat = group.get("latency_ms") or {}
+    return Span(lat["p50"], lat["p99"]) if "p50" in lat and "p99" in lat else None
+
+
+def ratios(summary: dict[str, Any], wide: bool = False) -> Table | None:
     if not summary.get("ratios"):
         return None
-    cols = [*columns("precision"), Column("path", blank), Column("batch", blank), Column("dev", blank), *columns("engine", "vs"),
-            Column("ratio", TIMES), Column("interval", span(".2f", sep="-"))]
-    title = f"cross-engine throughput ratios against {summary.get('reference_engine') or 'the reference'} (valid runs only)"
-    return Table("ratios", title, cols, [row[:len(cols)] for row in ratio_cells(summary)])
+    cells = ratio_cells(summary)  # precision, path, batch, devices, engine, vs, ratio, interval, p, significant
+    header, compact_span = interval_heading([c[7] for c in cells], number(".2f"))
+    fields = [Field("precision", lambda c: c[0], short="prec"), Field("path", lambda c: c[1], blank, fold=str),
+              Field("batch", lambda c: c[2], blank, fold=batch_label), Field("dev", lambda c: c[3], blank, fold=devices_label),
+              Field("engine", lambda c: c[4]), Field("vs", lambda c: c[5]), Field("ratio", lambda c: c[6], TIMES),
+              Field("interval", lambda c: c[7], span(".2f", sep="-"), compact_span, short=header),
+              Field("p", lambda c: c[8], number(".3g", missing="n/a"), wide_only=True), Field("significant", lambda c: c[9], wide_only=True)]
+    reference = summary.get("reference_engine") or "the reference"
+    title = (f"cross-engine throughput ratios against {reference} (valid runs only)" if wide
+             else f"throughput ratios against {reference}")
+    starred = dict.fromkeys(r["note"] for r in summary["ratios"] if r.get("note") and r.get("significant") is False)
+    return view("ratios", title, fields, cells, wide, [f"no*: {note}" for note in starred] if wide else [])
 
 
-def numerical_parity(summary: dict[str, Any]) -> Table | None:
-    cells = parity_cells(summary)
+def numerical_parity(summary: dict[str, Any], wide: bool = False) -> Table | None:
+    cells = parity_cells(summary)  # precision, engines, kind, compared, deviation, at, tolerance, (verdict, reason)
     if not cells:
         return None
-    cols = [Column("precision"), Column("engines", joined(" vs ")), Column("compared"), Column("n"),
-            Column("largest deviation", number(".2e")), Column("at", blank), Column("tolerance there", number(".1e")),
-            Column("verdict", with_reason(" ({})"))]
-    title = "numerical parity: first-step and block-mean training losses per engine pair (shared initial weights)"
-    return Table("numerical_parity", title, cols, cells)
+    fields = [Field("precision", lambda c: c[0], short="prec"), Field("engines", lambda c: c[1], joined(" vs ")),
+              Field("compared", lambda c: c[2], wide_only=True), Field("n", lambda c: c[3], wide_only=True),
+              Field("compared", lambda c: f"{c[3]} {c[2]}", compact_only=True),
+              Field("largest deviation", lambda c: c[4], number(".2e"), short="max dev"),
+              Field("at", lambda c: c[5], blank, wide_only=True),
+              Field("tolerance there", lambda c: c[6], number(".1e"), short="tolerance"),
+              Field("verdict", lambda c: c[7], with_reason(" ({})"), clip=True)]
+    title = ("numerical parity: first-step and block-mean training losses per engine pair (shared initial weights)" if wide
+             else "numerical parity of the training losses (shared initial weights)")
+    return view("numerical_parity", title, fields, cells, wide)
 
 
-def scaling(summary: dict[str, Any]) -> Table | None:
-    cells = scaling_cells(summary)
+def scaling(summary: dict[str, Any], wide: bool = False) -> Table | None:
+    cells = scaling_cells(summary)  # engine, precision, path, batch/dev, dev, global batch, n, samples/s, speedup, CI, efficiency, note
     if not cells:
         return None
-    cols = [*columns("engine", "precision"), Column("path", blank), *columns("batch/dev", "dev"), Column("global batch", blank),
-            Column("n", blank), Column("samples/s", RATE), Column("speedup", TIMES), Column("95% CI", span(".2f", sep="-")),
-            Column("efficiency", PERCENT), Column("note", blank)]
-    return Table("scaling", "strong scaling (speedup = median samples/s on N devices / on 1 device; efficiency = speedup / N)", cols, cells)
+    cells = [[*c[:9], Span(c[9].low, c[9].high, "ci95") if c[9] else None, *c[10:]] for c in cells]  # a bootstrap 95% CI
+    header, compact_span = interval_heading([c[9] for c in cells], number(".2f"))
+    fields = [Field("engine", lambda c: c[0]), Field("precision", lambda c: c[1], short="prec"),
+              Field("path", lambda c: c[2], blank, fold=str), Field("batch/dev", lambda c: c[3], fold=lambda t: f"batch {t}/device"),
+              Field("dev", lambda c: c[4]), Field("global batch", lambda c: c[5], blank, short="global"), Field("n", lambda c: c[6], blank),
+              Field("samples/s", lambda c: c[7], RATE, compact_rate), Field("speedup", lambda c: c[8], TIMES),
+              Field("95% CI", lambda c: c[9], span_of(number(".2f")), compact_span, short=header),
+              Field("efficiency", lambda c: c[10], PERCENT), Field("note", lambda c: c[11], blank, wide_only=True)]
+    notes = [] if wide else footnotes(((f"{c[0]} {c[1]} x{c[4]}", c[11]) for c in cells), "note")
+    title = ("strong scaling (speedup = median samples/s on N devices / on 1 device; efficiency = speedup / N)" if wide
+             else "strong scaling (speedup against 1 device; efficiency = speedup / N)")
+    return view("scaling", title, fields, cells, wide, notes)
 
 
-def summary_tables(summary: dict[str, Any]) -> list[Table]:
-    """Runs, then whichever of statistics, ratios, numerical parity and strong scaling the summary has."""
-    found = [groups(summary), ratios(summary), numerical_parity(summary), scaling(summary)]
-    return [runs(summary), *(table for table in found if table is not None)]
+def claims(summary: dict[str, Any], block: dict[str, Any] | None, wide: bool = False) -> Table | None:
+    """The scenario's claims against this artifact's ratios (the report adds the as-published artifact), or None."""
+    if not block or not block.get("ratios"):
+        return None
+    rows: list[tuple[dict[str, Any], MeasuredRatio | None]] = [
+        (claim, measured_ratio(summary, claim["engine"], claim["vs"], claim["precision"], claim.get("path", "optimized")))
+        for claim in block["ratios"]]
+    header, compact_span = interval_heading([m.interval for _, m in rows if m], number(".2f"))
+    fields = [Field("engine / vs", lambda r: f"{r[0]['engine']} / {r[0]['vs']}"), Field("precision", lambda r: r[0]["precision"], short="prec"),
+              Field("path", lambda r: r[0].get("path", "optimized"), fold=str), Field("claimed", lambda r: r[0]["claimed"], TIMES),
+              Field("measured", lambda r: r[1].ratio if r[1] else None, TIMES),
+              Field("interval", lambda r: r[1].interval if r[1] else None, span(",.2f", "x"), compact_span, short=header),
+              Field("measured / claimed", lambda r: r[1].ratio / r[0]["claimed"] if r[1] and r[1].valid else None, number(".2f"),
+                    number(".0%"), short="of claim"),
+              Field("validity", lambda r: r[1].label if r[1] else None, clip=True),
+              Field("as stated", lambda r: r[0].get("as_stated"), blank, wide_only=True)]
+    notes = [f"claimed on {block.get('hardware') or 'other hardware'}; measured: this artifact"
+             + (f". Source: {block['source']}" if wide and block.get("source") else "")]
+    return view("claims", "claimed vs measured ratios", fields, rows, wide, notes)
+
+
+def summary_tables(summary: dict[str, Any], wide: bool = False, claims_block: dict[str, Any] | None = None) -> list[Table]:
+    """Runs, then whichever of statistics, ratios, claims, numerical parity and strong scaling the summary has."""
+    found = [groups(summary, wide), ratios(summary, wide), claims(summary, claims_block, wide), numerical_parity(summary, wide),
+             scaling(summary, wide)]
+    return [runs(summary, wide), *(table for table in found if table is not None)]

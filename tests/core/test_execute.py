@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -51,6 +52,8 @@ def test_results_show_and_validate_cli(capsys, monkeypatch, tmp_path):
     _, summary, _ = run_fake(capsys, monkeypatch, tmp_path, "--engines", "fake", "--precisions", "fp32")
     artifact = summary["artifact"]
     code, out, _ = run_cli(capsys, monkeypatch, "results", "show", artifact)
+    assert code == 0 and re.search(r"^fake\s+fp32\s+1\s+ok\s", out, re.M)  # compact: the run id as engine, precision, repeat
+    code, out, _ = run_cli(capsys, monkeypatch, "results", "show", artifact, "--wide")
     assert code == 0 and "fake-fp32-optimized-b16-d1-r1" in out
     code, out, _ = run_cli(capsys, monkeypatch, "results", "validate", artifact)
     assert code == 0 and "valid" in out
@@ -137,7 +140,7 @@ def test_ctrl_c_records_the_interrupt_and_skips_the_rest(tmp_path):
 
 
 def test_dry_run_writes_nothing(capsys, monkeypatch, tmp_path):
-    code, out, _ = run_cli(capsys, monkeypatch, "scenario", "run", str(FAKE_SCENARIO), "--dry-run", "--out", str(tmp_path / "r"))
+    code, out, _ = run_cli(capsys, monkeypatch, "scenario", "run", str(FAKE_SCENARIO), "--dry-run", "--wide", "--out", str(tmp_path / "r"))
     assert code == 0 and "fake2-bf16-optimized-b16-d1-r1" in out
     assert not (tmp_path / "r").exists()
 

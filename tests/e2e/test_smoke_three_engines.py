@@ -31,7 +31,7 @@ def test_every_run_is_valid_and_the_artifact_validates(artifact):
     assert summary["smoke"] is True and summary["counts"] == {"ok": 6}
     check = subprocess.run(["bench", "results", "validate", str(folder)], capture_output=True, text=True)
     assert check.returncode == 0, check.stderr
-    show = subprocess.run(["bench", "results", "show", str(folder)], capture_output=True, text=True)
+    show = subprocess.run(["bench", "results", "show", str(folder), "--wide"], capture_output=True, text=True)
     assert show.returncode == 0 and "jax-bf16-optimized-b32-d1-r1" in show.stdout
 
 

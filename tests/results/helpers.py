@@ -65,9 +65,11 @@ def _telemetry(run_dir: Path, power_w: float, seconds: float = 2.0, gpus: int = 
 
 def build_artifact(root: Path, throughputs: dict[tuple[str, str], list[float | None]], scenario: str = "synthetic",
                    artifact_id: str = "20260101T000000Z-aaaaaa", telemetry_power: float | None = None, smoke: bool = False,
-                   environment: dict[str, Any] | None = None, host: dict[str, Any] | None = None) -> Path:
+                   environment: dict[str, Any] | None = None, host: dict[str, Any] | None = None,
+                   runtimes: dict[str, dict[str, Any]] | None = None) -> Path:
     """An artifact folder with one run per value; ``None`` makes a failed run. Returns its folder.
-    ``environment`` updates every result's environment; ``host`` is every run record's host block."""
+    ``environment`` updates every result's environment; ``host`` is every run record's host block;
+    ``runtimes``: run id or engine -> the run record's runtime block (default: local)."""
     from orchestrator.artifacts import Artifact, write_manifest
     from orchestrator.jsonio import write_json
     from orchestrator.summary import summarize
@@ -84,7 +86,8 @@ def build_artifact(root: Path, throughputs: dict[tuple[str, str], list[float | N
             record = {"schema_version": 1, "run_id": run_id, "engine": engine, "precision": precision, "path": "optimized",
                       "batch_per_device": 32, "devices": 1, "repeat": repeat, "status": "ok" if ok else "failed",
                       "reason": None if ok else "crash: synthetic failure", "exit_code": 0 if ok else 1,
-                      "runtime": {"name": "local", "interpreter": "/usr/bin/python3"}, "started_at": "2026-01-01T00:00:00.000Z",
+                      "runtime": (runtimes or {}).get(run_id) or (runtimes or {}).get(engine) or {"name": "local", "interpreter": "/usr/bin/python3"},
+                      "started_at": "2026-01-01T00:00:00.000Z",
                       "finished_at": "2026-01-01T00:00:10.000Z", "wall_s": 10.0,
                       "parity": {"checked": ok, "ok": ok, "mismatches": []}, "throughput": value}
             result = _result(run_id, engine, precision, value) if ok else None

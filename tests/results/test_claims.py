@@ -100,8 +100,10 @@ def test_the_terminal_shows_an_invalid_runs_apparent_figure_in_its_samples_colum
     from orchestrator.reports import summary_tables
 
     summary = _summary("invalid", [75000.0], [40000.0])
-    rows = summary_tables.runs(summary).rows
-    assert rows[0][7] == "apparent 75,000, invalid: 381 of 780 updates" and rows[1][7] == "40,000.0"
+    for wide, apparent, valid in ((True, "apparent 75,000, invalid: 381 of 780 updates", "40,000.0"), (False, "(75,000)", "40,000")):
+        table = summary_tables.runs(summary, wide)
+        column = table.headers.index("samples/s")
+        assert table.rows[0][column] == apparent and table.rows[1][column] == valid
 
 
 def test_the_lost_work_table_puts_an_invalid_runs_second_signals_beside_the_fair_run() -> None:

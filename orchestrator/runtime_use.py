@@ -1,0 +1,102 @@
+"""Where the runs of an artifact ran (runtime, image id), and the warnings when that differs.
+
+Runs measured on different runtimes (an engine in a container, another on the host) or, for one engine, from
+different images are not measured alike; neither are two artifacts whose engines ran on different runtimes or
+images. Read from each started run's ``run.json`` ``runtime`` block; the warnings are one line each.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from orchestrator.artifacts.layout import RUNS
+from orchestrator.artifacts.validate import MAX_DOCUMENT_BYTES
+from orchestrator.artifacts.walk import read_bytes_no_follow
+
+
+@dataclass(frozen=True)
+class RuntimeUse:
+    """One run's runtime: its name and, for a container, the image id (None on the host)."""
+
+    run_id: str
+    engine: str
+    runtime: str
+    image_id: str | None = None
+
+
+def _record(root: Path, run_id: str) -> dict[str, Any]:
+    try:
+        document = json.loads(read_bytes_no_follow(root, f"{RUNS}/{run_id}/run.json", MAX_DOCUMENT_BYTES))
+    except (OSError, ValueError, RecursionError):
+        return {}
+    return document if isinstance(document, dict) else {}
+
+
+def runtime_uses(root: Path, summary: dict[str, Any]) -> list[RuntimeUse]:
+    """The runtime of every run of the summary that started (skipped runs and runs without a record left out)."""
+    uses = []
+    for row in summary.get("runs") or []:
+        if row.get("status") == "skipped":
+            continue
+        runtime = _record(root, row["run_id"]).get("runtime") or {}
+        if isinstance(runtime, dict) and runtime.get("name") not in (None, "none"):
+            image = runtime.get("image_id")
+            uses.append(RuntimeUse(row["run_id"], row["engine"], str(runtime["name"]), str(image) if image else None))
+    return uses
+
+
+def short_id(image_id: str) -> str:
+    """'sha256:0123456789abcdef...' as 'sha256:0123456789ab'."""
+    return image_id[:19]
+
+
+def _engines(uses: Iterable[RuntimeUse]) -> str:
+    """'jax x3, opennn x3': the engines of some runs with their number of runs."""
+    counts: dict[str, int] = {}
+    for use in uses:
+        counts[use.engine] = counts.get(use.engine, 0) + 1
+    return ", ".join(f"{engine} x{n}" for engine, n in sorted(counts.items()))
+
+
+def mixed_warnings(uses: list[RuntimeUse], whose: str = "this artifact's") -> list[str]:
+    """Within one artifact: runs on more than one runtime; one engine's runs from more than one image."""
+    warnings = []
+    runtimes = sorted({u.runtime for u in uses})
+    if len(runtimes) > 1:
+        parts = "; ".join(f"{name}: {_engines(u for u in uses if u.runtime == name)}" for name in runtimes)
+        warnings.append(f"{whose} runs ran on different runtimes, not measured alike ({parts})")
+    for engine in sorted({u.engine for u in uses}):
+        images = sorted({u.image_id for u in uses if u.engine == engine and u.image_id})
+        if len(images) > 1:
+            counts = ", ".join(f"{short_id(i)} x{sum(1 for u in uses if u.engine == engine and u.image_id == i)}" for i in images)
+            warnings.append(f"{whose} {engine} runs ran from different images, not measured alike ({counts})")
+    return warnings
+
+
+def _side(uses: list[RuntimeUse], engine: str) -> tuple[str, str]:
+    """(runtimes, images) of one engine's runs, each as sorted text ('local', 'docker+local'; '-' without image)."""
+    mine = [u for u in uses if u.engine == engine]
+    return ("+".join(sorted({u.runtime for u in mine})),
+            "+".join(sorted({short_id(u.image_id) for u in mine if u.image_id})) or "-")
+
+
+def between_warnings(a: list[RuntimeUse], b: list[RuntimeUse]) -> list[str]:
+    """Between two artifacts: each engine of both whose runtime or image differs from A to B."""
+    runtimes, images = [], []
+    for engine in sorted({u.engine for u in a} & {u.engine for u in b}):
+        (runtime_a, image_a), (runtime_b, image_b) = _side(a, engine), _side(b, engine)
+        if runtime_a != runtime_b:
+            runtimes.append(f"{engine} {runtime_a} in A, {runtime_b} in B")
+        elif image_a != image_b:
+            images.append(f"{engine} {image_a} in A, {image_b} in B")
+    warnings = [f"A and B ran on different runtimes: {'; '.join(runtimes)}"] if runtimes else []
+    return warnings + ([f"A and B ran from different images: {'; '.join(images)}"] if images else [])
+
+
+def artifact_warnings(root: Path, summary: dict[str, Any]) -> list[str]:
+    """The runtime and image warnings of one artifact folder (:func:`mixed_warnings`)."""
+    return mixed_warnings(runtime_uses(root, summary))
