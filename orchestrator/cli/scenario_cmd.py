@@ -47,7 +47,7 @@ def run(
     python: str = typer.Option(None, "--python", help="Interpreter for the local runtime (default: bench's own, or a bench env)."),
     visible_devices: str = typer.Option(None, "--visible-devices", help="GPU indices to use, e.g. 2,3 (local: CUDA_VISIBLE_DEVICES; docker: device requests)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Validate and print the run matrix without running."),
-    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout (progress and warnings stay on stderr)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Echo engine output."),
     slurm_partition: slurm_options.Partition = None,
     slurm_account: slurm_options.Account = None,
@@ -87,7 +87,7 @@ def run(
     if slurm:
         settings["slurm"] = slurm
     options = RunOptions(runtime=runtime, device=device, out_root=(out_dir or default_results_dir()).resolve(), settings=settings)
-    outcome = run_scenario(scenario, plans, options, RichReporter(quiet=as_json, verbose=verbose))
+    outcome = run_scenario(scenario, plans, options, RichReporter(verbose=verbose))  # stderr: progress with --json too
     if as_json:
         print_json({"artifact": str(outcome.artifact.root), **outcome.summary})
     else:
