@@ -43,7 +43,7 @@ def load_summary(folder: Path) -> dict:
 
 @results_app.command("show")
 def show(artifact: Path = typer.Argument(..., help="Artifact folder (or .tar.gz archive)."),
-         as_json: bool = typer.Option(False, "--json")) -> None:
+         as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON.")) -> None:
     """Print an artifact's runs, statistics and cross-engine ratios."""
     from orchestrator.artifacts.archive import artifact_folder
 
@@ -73,7 +73,7 @@ def warn_integrity(folder: Path) -> None:
 
 @results_app.command("validate")
 def validate(artifact: Path = typer.Argument(..., help="Artifact folder (or .tar.gz archive)."),
-             as_json: bool = typer.Option(False, "--json")) -> None:
+             as_json: bool = typer.Option(False, "--json", help="Print the verdict and the problems found as JSON.")) -> None:
     """Re-check schemas and sha256 of every file; exit 1 if anything is missing, modified or invalid."""
     from orchestrator.artifacts.archive import validate_path
 

@@ -113,10 +113,10 @@ def show(
     file: str = typer.Argument(..., help="Scenario YAML file."),
     sets: list[str] = SetOption,
     smoke: bool = typer.Option(False, "--smoke", help="Show the smoke profile."),
-    engines: str = typer.Option(None, "--engines"),
-    precisions: str = typer.Option(None, "--precisions"),
-    repeats: int = typer.Option(None, "--repeats", min=1),
-    devices: int = typer.Option(None, "--devices", min=1),
+    engines: str = typer.Option(None, "--engines", help="Comma-separated subset of the scenario's engines."),
+    precisions: str = typer.Option(None, "--precisions", help="Comma-separated subset of the scenario's precisions."),
+    repeats: int = typer.Option(None, "--repeats", min=1, help="Repeats of every run (separate processes)."),
+    devices: int = typer.Option(None, "--devices", min=1, help="Devices per run (data parallel); overrides matrix.devices."),
     as_json: bool = typer.Option(False, "--json", help="Print the matrix as JSON."),
 ) -> None:
     """Print the expanded run matrix."""
@@ -150,7 +150,7 @@ def _show_plans(scenario: Scenario, plans, as_json: bool) -> None:
 
 
 @scenario_app.command("list")
-def list_cmd(as_json: bool = typer.Option(False, "--json")) -> None:
+def list_cmd(as_json: bool = typer.Option(False, "--json", help="Print the list as JSON.")) -> None:
     """List the bundled scenarios."""
     rows = []
     for path in sorted(scenarios_dir().glob("*.yaml")):
