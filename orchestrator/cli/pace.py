@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 from orchestrator.reports.formats import RATE
 
+MIN_PACE_S = 1.0  # a rate over less time than this is noise (two lines read together), not shown
+
 
 @dataclass(frozen=True)
 class Mark:
@@ -28,9 +30,9 @@ class Pace:
 
     @classmethod
     def between(cls, first: Mark, last: Mark, total: int) -> Pace | None:
-        """The pace from ``first`` to ``last``, or None before a step has been timed."""
+        """The pace from ``first`` to ``last``, or None before a step has been timed over :data:`MIN_PACE_S`."""
         elapsed, steps = last.at - first.at, last.done - first.done
-        if elapsed <= 0 or steps <= 0:
+        if elapsed < MIN_PACE_S or steps <= 0:
             return None
         rate = steps / elapsed
         return cls(rate, max(total - last.done, 0) / rate)

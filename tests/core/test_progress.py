@@ -35,6 +35,7 @@ def test_pace_between_two_marks() -> None:
     assert pace.text(128) == "15.0 steps/s (1,920.0 samples/s), ETA 40s"
     assert Pace.between(Mark(0, 100.0), Mark(0, 105.0), 748) is None  # no step timed yet
     assert Pace.between(Mark(5, 100.0), Mark(5, 100.0), 748) is None
+    assert Pace.between(Mark(0, 100.0), Mark(4, 100.2), 748) is None  # two lines read together: no rate yet
 
 
 def test_board_paces_timing_from_its_first_line() -> None:
