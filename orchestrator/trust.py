@@ -9,6 +9,7 @@ group, its own warnings and those of its valid repeats; the terminal shows them 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from statistics import median
@@ -108,7 +109,7 @@ def _outliers(facts: RunFacts) -> Fields | None:
         return None
     slowest, fastest = max(ratios), min(ratios)
     worst, direction = (slowest, "slower") if slowest >= 1 / fastest else (1 / fastest, "faster")
-    return {"count": len(off), "windows": len(times), "ratio": OUTLIER_RATIO, "worst": worst, "direction": direction}
+    return {"count": len(off), "windows": len(times), "worst": worst, "direction": direction}
 
 
 def _host_load(facts: RunFacts) -> Fields | None:
@@ -125,11 +126,11 @@ def _short_steady_state(facts: RunFacts) -> Fields | None:
     steps, seconds = facts.timed_steps, facts.steady_s
     if steps is None or seconds is None or (steps >= MIN_TIMED_STEPS and seconds >= MIN_STEADY_S):
         return None
-    return {"steps": steps, "seconds": seconds, "min_steps": MIN_TIMED_STEPS, "min_s": MIN_STEADY_S}
+    return {"steps": steps, "seconds": seconds}
 
 
 def _single_repeat(facts: GroupFacts) -> Fields | None:
-    return {"repeats": MIN_REPEATS} if len(facts.throughputs) == 1 else None
+    return {} if len(facts.throughputs) == 1 else None
 
 
 def _high_spread(facts: GroupFacts) -> Fields | None:
@@ -143,17 +144,19 @@ RUN_KINDS: tuple[Kind[RunFacts], ...] = (
     Kind("outliers", "run",
          f"a timing window's time per step is {OUTLIER_RATIO:g}x the run's median or more (or 1/{OUTLIER_RATIO:g} of it or less); "
          f"{MIN_OUTLIER_WINDOWS}+ windows",
-         "step-time outliers: {count} of {windows} windows {ratio:g}x+ off the median (worst {worst:.1f}x {direction})", _outliers),
+         f"step-time outliers: {{count}} of {{windows}} windows {OUTLIER_RATIO:g}x+ off the median (worst {{worst:.1f}}x {{direction}})",
+         _outliers),
     Kind("host_load", "run",
          f"the 1-minute load average at the start or the end of the run is above {LOAD_PER_CPU:g} per CPU of the host",
          "host busy: load {load:.2f} on {cpus} CPUs at the {when}", _host_load),
     Kind("short_steady_state", "run",
          f"fewer than {MIN_TIMED_STEPS} timed steps, or a steady state shorter than {MIN_STEADY_S:g} s",
-         "short steady state: {steps} timed steps in {seconds:.2f} s (wants {min_steps}+ and {min_s:g}+ s)", _short_steady_state),
+         f"short steady state: {{steps}} timed steps in {{seconds:.2f}} s (wants {MIN_TIMED_STEPS}+ and {MIN_STEADY_S:g}+ s)",
+         _short_steady_state),
 )
 GROUP_KINDS: tuple[Kind[GroupFacts], ...] = (
     Kind("single_repeat", "group", "a group has a single valid repeat",
-         "1 repeat: no spread; use --repeats {repeats}+", _single_repeat),
+         f"1 repeat: no spread; use --repeats {MIN_REPEATS}+", _single_repeat),
     Kind("high_spread", "group",
          f"the valid repeats' throughput spreads over more than {HIGH_SPREAD:.0%} of the median (IQR with 4+ repeats, else the range)",
          "high spread: {spread:.1%} of the median across {n} repeats", _high_spread),
@@ -197,3 +200,16 @@ def warning_lines(groups: Sequence[Mapping[str, Any]]) -> list[str]:
             by_message.setdefault(message, []).append(label)
     return [f"{', '.join(labels) if len(labels) <= LISTED_GROUPS else f'{len(labels)} groups'}: {message}"
             for message, labels in by_message.items()]
+
+
+def markdown_table() -> str:
+    """The README's table of the warning kinds (``python3 -m orchestrator.trust`` prints it)."""
+    rows = ["| id | checked on | fires when | message |", "|---|---|---|---|"]
+    for kind in KINDS.values():
+        template = re.sub(r"\{(\w+)[^}]*\}", r"<\1>", kind.message)
+        rows.append(f"| `{kind.id}` | {'each run' if kind.scope == 'run' else 'each group'} | {kind.when} | `{template}` |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    print(markdown_table())

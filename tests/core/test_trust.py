@@ -158,3 +158,8 @@ def test_warning_lines_name_the_groups() -> None:
                      "jax fp32 optimized b32 x1: high spread: 9.0% of the median across 3 repeats"]
     assert warning_lines([group(f"e{i}", [single]) for i in range(5)]) == [f"5 groups: {single}"]
     assert warning_lines([group("jax", [])]) == []
+
+
+def test_the_readme_lists_every_kind() -> None:
+    readme = (REPO / "README.md").read_text()
+    assert trust.markdown_table() in readme, "README's warnings table differs: python3 -m orchestrator.trust"
