@@ -104,8 +104,8 @@ class RichReporter:
         err.print(f"{markup(self._label)}  {status_text(record['status'])}  {detail}  [dim]({record['wall_s']:.1f}s{self._time_left()})[/]")
 
     def _time_left(self) -> str:
-        """``; about 12m05s for the 11 runs left`` at the mean wall time of the runs so far (empty after the last run)."""
+        """``; about 12m05s for 11 more runs`` at the mean wall time of the runs so far (empty after the last run)."""
         if not self._left or not self._walls:
             return ""
         estimate = sum(self._walls) / len(self._walls) * self._left
-        return f"; about {duration_text(estimate)} for the {self._left} run{'s' if self._left > 1 else ''} left"
+        return f"; about {duration_text(estimate)} for {self._left} more run{'s' if self._left > 1 else ''}"

@@ -87,7 +87,7 @@ def test_plain_progress_lines_show_rate_and_eta(capsys) -> None:
     assert "[1/3] jax fp32 optimized b128 x1 #1  timing 0/760\n" in err
     assert "timing 80/760  2.0 steps/s (256.0 samples/s), ETA 5m40s" in err
     reporter.run_finished({"status": "ok", "throughput": 256.0, "wall_s": 400.0})
-    assert "(400.0s; about 13m20s for the 2 runs left)" in capsys.readouterr().err
+    assert "(400.0s; about 13m20s for 2 more runs)" in capsys.readouterr().err
     reporter.run_started(3, 3, PLAN)
     reporter.run_finished({"status": "ok", "throughput": 256.0, "wall_s": 400.0})
     assert "(400.0s)" in capsys.readouterr().err  # the last run: nothing left
