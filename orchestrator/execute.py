@@ -25,7 +25,8 @@ from orchestrator.initweights import INIT_DIR, shared_init
 from orchestrator.jsonio import read_json, write_json, write_text_atomic
 from orchestrator.maxbatch import MAXBATCH_DIR, SEARCH_FILE, resolve_max_batch
 from orchestrator.parity import cross_engine
-from orchestrator.provenance import run_host
+from orchestrator.provenance import finish_host, run_host
+from orchestrator.runlength import cpu_run_warning
 from orchestrator.runtimes import Runtime, get_runtime, runtime_names
 from orchestrator.scenario import RunPlan, Scenario
 from orchestrator.scenario.matrix import build_spec, check_plans, reference_engine
@@ -43,6 +44,7 @@ class Reporter(Protocol):
     """What the executor tells the user interface."""
 
     def note(self, message: str) -> None: ...
+    def warn(self, message: str) -> None: ...
     def run_started(self, index: int, total: int, plan: RunPlan) -> None: ...
     def engine_line(self, line: str) -> None: ...
     def run_finished(self, record: dict[str, Any]) -> None: ...
@@ -204,7 +206,7 @@ def _run_one(artifact: Artifact, scenario: Scenario, plan: RunPlan, split: Prepa
                      done.execution.exit_code, parity, throughput, apparent)
     if done.observed:
         record["telemetry"] = done.observed
-    record["host"] = host
+    record["host"] = finish_host(host)  # and the load average as the run ended
     write_json(run_dir / "run.json", record, "run-record")
     return record, result
 
@@ -238,6 +240,9 @@ def run_scenario(scenario: Scenario, plans: list[RunPlan], options: RunOptions, 
     split = prepare_dataset(scenario)
     note_dataset(split, reporter)
     check_plans(scenario, plans, split, options.device, before_search=True)  # every spec valid before the first run
+    cpu_warning = cpu_run_warning(scenario, plans, split.samples, options.device, options.runtime, gpus)
+    if cpu_warning:
+        reporter.warn(cpu_warning)
     artifact = new_artifact(options.out_root, scenario, plans)
     try:
         plans = resolve_max_batch(artifact, scenario, plans, split, runtimes, options.device, reporter)

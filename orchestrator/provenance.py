@@ -1,5 +1,6 @@
-"""The host state a run starts in, read the way pyperf's ``_collect_metadata`` does: CPU model, scaling
-governors and driver, boost/turbo, load average and the CPU affinity of bench (which its engines inherit).
+"""The host state a run starts in, read the way pyperf's ``_collect_metadata`` does: CPU model, the CPU
+features that decide its speed (orchestrator.cpuflags), scaling governors and driver, boost/turbo, load
+average and the CPU affinity of bench (which its engines inherit); the load average again when it ends.
 
 Every fact is ``None`` where it cannot be read (a container without /sys, a non-Linux host); nothing
 here raises. ``root`` is the folder /proc and /sys are read under (tests point it at a fake tree).
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_engine.hardware import cpu_model_of
+from orchestrator.cpuflags import speed_flags
 
 CPU_SYS = "sys/devices/system/cpu"
 
@@ -42,6 +44,21 @@ def cpu_model(root: Path) -> str | None:
     if not text:
         return None
     return cpu_model_of(text)
+
+
+def cpu_flags(root: Path) -> list[str] | None:
+    """The speed-deciding CPU features /proc/cpuinfo lists (orchestrator.cpuflags; None without a flags line)."""
+    text = _read(root / "proc/cpuinfo")
+    return speed_flags(text) if text else None
+
+
+def cpu_count(root: Path) -> int | None:
+    """The CPUs of the host (the load average's scale): the processors /proc/cpuinfo lists (os.cpu_count for the real root)."""
+    text = _read(root / "proc/cpuinfo") or ""
+    listed = sum(1 for line in text.splitlines() if line.partition(":")[0].strip() == "processor")
+    if listed:
+        return listed
+    return os.cpu_count() if root == Path("/") else None
 
 
 def _own_affinity() -> set[int] | None:
@@ -104,6 +121,8 @@ def run_host(root: Path = Path("/"), affinity: Callable[[], set[int] | None] = _
     enabled, source = boost(root)
     return {
         "cpu_model": cpu_model(root),
+        "cpu_flags": cpu_flags(root),
+        "cpu_count": cpu_count(root),
         "cpu_affinity": cpu_list(allowed) if allowed else None,
         "cpu_affinity_count": len(allowed) if allowed else None,
         "governors": governors(root, cpus),
@@ -114,12 +133,19 @@ def run_host(root: Path = Path("/"), affinity: Callable[[], set[int] | None] = _
     }
 
 
+def finish_host(host: dict[str, Any], root: Path = Path("/")) -> dict[str, Any]:
+    """The run's ``host`` block with the load average as the run ended (``load_avg_end``)."""
+    return {**host, "load_avg_end": load_average(root)}
+
+
 def describe_host(host: dict[str, Any]) -> str:
-    """One line: model, affinity, governors, boost and load average ('?' where unknown)."""
+    """One line: model, speed flags, affinity, governors, boost and load average ('?' where unknown)."""
     govs = host.get("governors")
     governor = ", ".join(f"{name} ({cpus})" for name, cpus in govs.items()) if govs else "?"
     turbo = "?" if host.get("boost") is None else "on" if host["boost"] else "off"
     load = host.get("load_avg")
     affinity = f"{host['cpu_affinity']} ({host.get('cpu_affinity_count')} CPUs)" if host.get("cpu_affinity") else "?"
-    return (f"{host.get('cpu_model') or '?'}; affinity {affinity}; governor {governor}; boost {turbo}; "
+    flags = host.get("cpu_flags")
+    features = "?" if flags is None else " ".join(flags) or "none"
+    return (f"{host.get('cpu_model') or '?'}; flags {features}; affinity {affinity}; governor {governor}; boost {turbo}; "
             f"load {'/'.join(f'{v:.2f}' for v in load) if load else '?'}")

@@ -10,7 +10,7 @@ import numpy as np
 # command otherwise (part of the per-run time outside the engine), needed only for repeats
 
 ALPHA = 0.05  # significance level of the Mann-Whitney U test
-HIGH_SPREAD = 0.05  # relative IQR (or range, for few repeats) above which the summary warns
+SPREAD_IQR_REPEATS = 4  # from this many repeats the spread is the IQR; below, the range (min-max)
 BOOTSTRAP_RESAMPLES = 2000
 MIN_CI_REPEATS = 5  # below this a bootstrap "95% CI" of a median is not one: the interval shown is the range
 
@@ -85,14 +85,16 @@ def mann_whitney(a: list[float], b: list[float]) -> float | None:
     return float(stats.mannwhitneyu(a, b, alternative="two-sided").pvalue)
 
 
-def spread_warning(summary: dict[str, Any] | None) -> str | None:
-    if not summary or summary["n"] < 2:
+def relative_spread(values: list[float]) -> float | None:
+    """The spread of repeated measurements relative to their median: the IQR with 4+ values, else the range
+    (None with fewer than 2 values or a zero median). orchestrator.trust warns when it is high."""
+    if len(values) < 2:
         return None
-    rel_iqr = summary["iqr"] / summary["median"] if summary["median"] else 0.0
-    measure = rel_iqr if summary["n"] >= 4 else summary["rel_spread"]
-    if measure > HIGH_SPREAD:
-        return f"high spread: {measure:.1%} of the median across {summary['n']} repeats"
-    return None
+    arr = np.asarray(values, dtype=float)
+    q1, median, q3 = np.percentile(arr, [25, 50, 75])
+    if not median:
+        return None
+    return float((q3 - q1) / median if arr.size >= SPREAD_IQR_REPEATS else np.ptp(arr) / median)
 
 
 def min_attainable_p(n_a: int, n_b: int) -> float:

@@ -5,14 +5,15 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from orchestrator.stats import interval_kind, ratio_of_medians, ratio_range, sample_summary, significance, spread_warning
+from orchestrator.stats import interval_kind, ratio_of_medians, ratio_range, sample_summary, significance
 from orchestrator.trajectory import TrajectoryRun, Verdict, numerical_parity
+from orchestrator.trust import GroupFacts, RunFacts, TrustWarning, group_warnings, run_warnings
 from orchestrator.utilisation import utilisation
 
 GROUP_KEYS = ("engine", "precision", "path", "batch_per_device", "devices")
 
 
-def _run_row(record: dict[str, Any], result: dict[str, Any] | None) -> dict[str, Any]:
+def _run_row(record: dict[str, Any], result: dict[str, Any] | None, warnings: list[TrustWarning]) -> dict[str, Any]:
     measurements = (result or {}).get("measurements") or {}
     row = {k: record[k] for k in ("run_id", "engine", "precision", "path", "batch_per_device", "devices", "repeat", "status")}
     row["reason"] = record.get("reason")
@@ -25,6 +26,7 @@ def _run_row(record: dict[str, Any], result: dict[str, Any] | None) -> dict[str,
     row["samples"] = ((result or {}).get("work") or {}).get("samples")
     row.update(_energy(record, row["samples"]))
     row.update(utilisation(result, row["throughput"]))
+    row["warnings"] = [w.to_json() for w in warnings]
     return row
 
 
@@ -92,7 +94,9 @@ def summarize(scenario: str, artifact_id: str, smoke: bool, runs: list[tuple[dic
     """``runs``: (run record, engine result or None) in execution order; ``estimate``: the scenario's
     ``measurement.time_to_train`` ({epochs, samples}) for the derived time-to-train figure; ``reference``:
     the engine every ratio is taken against (default: the first engine that ran)."""
-    rows = [_run_row(record, result) for record, result in runs]
+    host_cpus = (host or {}).get("cpu_count")
+    trust = [run_warnings(RunFacts.of(record, result, host_cpus)) if result else [] for record, result in runs]
+    rows = [_run_row(record, result, warnings) for (record, result), warnings in zip(runs, trust, strict=True)]
     verdicts = _numerical_parity(runs)
     for verdict in verdicts:
         if verdict.verdict == "parity_warning":
@@ -106,8 +110,10 @@ def summarize(scenario: str, artifact_id: str, smoke: bool, runs: list[tuple[dic
     for row in rows:
         counts[row["status"]] += 1
     grouped: dict[tuple, list[tuple[dict[str, Any], dict[str, Any] | None]]] = defaultdict(list)
-    for (_record, result), row in zip(runs, rows, strict=True):
+    run_trust: dict[str, list[TrustWarning]] = {}
+    for (_record, result), row, warnings in zip(runs, rows, trust, strict=True):
         grouped[tuple(row[k] for k in GROUP_KEYS)].append((row, result))
+        run_trust[row["run_id"]] = warnings
     groups = []
     valid_throughputs: dict[tuple, list[float]] = {}
     for key, members in grouped.items():
@@ -115,7 +121,7 @@ def summarize(scenario: str, artifact_id: str, smoke: bool, runs: list[tuple[dic
         throughputs = [row["throughput"] for row, _ in valid]
         latency = [res["measurements"]["latency_ms"]["mean"] for _, res in valid if res and "latency_ms" in res["measurements"]]
         summary_tp = sample_summary(throughputs)
-        warnings = [w for w in [spread_warning(summary_tp)] if w]
+        warnings = group_warnings(GroupFacts(tuple(throughputs)), [(row["repeat"], run_trust[row["run_id"]]) for row, _ in valid])
         group = dict(zip(GROUP_KEYS, key, strict=True))
         group.update(
             n=len(valid),
@@ -130,7 +136,8 @@ def summarize(scenario: str, artifact_id: str, smoke: bool, runs: list[tuple[dic
             peak_fraction=_median([row["peak_fraction"] for row, _ in valid]),
             gmacs_per_sample=next((row["gmacs_per_sample"] for row, _ in members if row.get("gmacs_per_sample")), None),
             time_to_train_h=_time_to_train(estimate, summary_tp),
-            warnings=warnings,
+            warnings=[w.message for w in warnings],  # the tables' warnings column
+            warning_ids=[w.id for w in warnings],  # orchestrator.trust.KINDS, one per warning
             apparent=_apparent(members),
             weight_change=_median([row["weight_change"] for row, _ in valid]),
         )

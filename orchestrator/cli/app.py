@@ -1,6 +1,7 @@
 """The ``bench`` root command and its command groups, registered explicitly (``COMMAND_GROUPS``).
 
 Exit codes: 0 success; 1 some runs failed or were invalid; 2 bad input; 130 interrupted (143 SIGTERM, 129 SIGHUP).
+Shell completion: ``bench --install-completion`` (or ``--show-completion`` to install it by hand).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import signal
 import sys
 
 import typer
+import typer.main
 
 from orchestrator import __version__
 from orchestrator.cli import data_cmd, env_cmd, image_cmd, results_cmd, results_more_cmd, scenario_cmd, scenario_resume_cmd
@@ -24,7 +26,7 @@ app = typer.Typer(
     help="Run deep-learning benchmark scenarios across framework engines, with parity checks and hashed artifacts.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    add_completion=False,
+    add_completion=True,
     rich_markup_mode="rich",
 )
 
@@ -64,6 +66,28 @@ for _name, _group in COMMAND_GROUPS:
     app.add_typer(_group, name=_name)
 
 
+PROG_NAME = "bench"
+COMPLETE_VAR = "_BENCH_COMPLETE"  # set by the shell's completion script (click's _<PROG_NAME>_COMPLETE): bench only lists completions
+
+
+def command() -> typer.main.TyperGroup:
+    """bench's command tree as click runs it, every flag without a type in ``--help`` (typer's rich help would show ``<bool>``)."""
+    root = typer.main.get_command(app)
+    _untyped_flags(root)
+    return root
+
+
+def _untyped_flags(command: object) -> None:
+    """An empty metavar on every flag of ``command`` and its subcommands, --help included (a flag takes no value)."""
+    params = list(getattr(command, "params", []))
+    help_option = command.get_help_option(typer.Context(command))  # type: ignore[attr-defined]  # made once, kept by the command
+    for param in [*params, *([help_option] if help_option is not None else [])]:
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+    for sub in getattr(command, "commands", {}).values():
+        _untyped_flags(sub)
+
+
 def main() -> None:
     """Console-script entry: turn bad input and interrupts into one line and an exit code.
 
@@ -84,8 +108,11 @@ def entry() -> None:
 
 def _main() -> None:
     try:
-        check_environment()  # every BENCH_* variable, like a flag, before anything runs
-        code = app(standalone_mode=False)  # returns typer.Exit's code in non-standalone mode
+        if COMPLETE_VAR not in os.environ:  # completing a word: no error line may reach the shell
+            check_environment()  # every BENCH_* variable, like a flag, before anything runs
+        # returns typer.Exit's code in non-standalone mode; named bench however started (python -m orchestrator), so that
+        # usage lines say bench and the completion variable is always COMPLETE_VAR
+        code = command()(standalone_mode=False, prog_name=PROG_NAME)
         if code == 130 and received() is not None:  # typer turns a KeyboardInterrupt into a silent Exit(130)
             raise Interrupted()
         sys.exit(code if isinstance(code, int) else 0)

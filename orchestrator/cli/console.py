@@ -35,6 +35,11 @@ def print_json(document: Any) -> None:
     sys.stdout.flush()
 
 
+def print_warning(message: str) -> None:
+    """A warning line on stderr (hyperfine's ``Warning:``), whatever --json says."""
+    err.print(f"[yellow]warning:[/] {markup(message)}", soft_wrap=True)
+
+
 def status_text(status: str) -> str:
     return f"[{STATUS_STYLE.get(status, 'white')}]{markup(status)}[/]"
 

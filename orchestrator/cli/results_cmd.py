@@ -75,7 +75,7 @@ def warn_integrity(folder: Path) -> None:
 
 @results_app.command("validate")
 def validate(artifact: Path = typer.Argument(..., help="Artifact folder (or .tar.gz archive)."),
-             as_json: bool = typer.Option(False, "--json")) -> None:
+             as_json: bool = typer.Option(False, "--json", help="Print the verdict and the problems found as JSON.")) -> None:
     """Re-check schemas and sha256 of every file; exit 1 if anything is missing, modified or invalid."""
     from orchestrator.artifacts.archive import validate_path
 

@@ -167,7 +167,7 @@ def archive(artifact: Path = typer.Argument(..., help="Artifact folder."),
             out_file: Path | None = typer.Option(None, "--out", help="Archive file (default: <results>/archives/<scenario>/<artifact-id>.tar.gz "
                                                  "for the artifact <results>/<scenario>/<artifact-id>, never among the artifacts)."),
             force: bool = typer.Option(False, "--force", help="Replace an existing archive."),
-            as_json: bool = typer.Option(False, "--json")) -> None:
+            as_json: bool = typer.Option(False, "--json", help="Print the archive's path, size and sha256 as JSON.")) -> None:
     """Write the artifact folder (manifest and every listed file) as a .tar.gz, after validating it."""
     from orchestrator.artifacts.archive import create_archive
     from orchestrator.artifacts.manifest import file_sha256
@@ -184,7 +184,7 @@ def archive(artifact: Path = typer.Argument(..., help="Artifact folder."),
 
 def publish(artifact: Path = typer.Argument(..., help="Artifact folder (or .tar.gz archive)."),
             out_root: Path = typer.Option(..., "--out", help="Folder to hold the copy (<out>/<artifact-id>)."),
-            as_json: bool = typer.Option(False, "--json")) -> None:
+            as_json: bool = typer.Option(False, "--json", help="Print the copy's path and size as JSON.")) -> None:
     """Copy a valid artifact without bench's shared initial weights (re-made from the seed), for publishing: its
     manifest lists them as omitted with their sha256, and the copy validates like the original."""
     from orchestrator.artifacts.archive import artifact_folder

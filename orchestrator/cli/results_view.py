@@ -12,7 +12,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table as RichTable
 from rich.text import Text
 
-from orchestrator.cli.console import STATUS_STYLE, err, out, print_json
+from orchestrator.cli.console import STATUS_STYLE, err, out, print_json, print_warning
 from orchestrator.reports.model import Table
 from orchestrator.reports.views import Clipped, Wrapped
 from orchestrator.terminal import markup, markup_lines, visible, visible_lines
@@ -107,8 +107,12 @@ def print_outcome(root: Path, summary: dict[str, Any], as_json: bool, wide: bool
     """The end of a run or resume: the summary's tables and the artifact's warnings, or them as JSON."""
     from orchestrator.runtime_use import artifact_warnings
 
-    if as_json:
+    if as_json:  # no tables to carry the groups' warnings: they go to stderr, beside the progress
+        from orchestrator.trust import warning_lines
+
+        for line in warning_lines(summary["groups"]):
+            print_warning(line)
         print_json(with_warnings({"artifact": str(root), **summary}, artifact_warnings(root, summary)))
         return
-    render_summary(summary, wide, root)
+    render_summary(summary, wide, root)  # the groups' warnings: footnotes under the statistics table
     err.print(f"artifact: [bold]{markup(str(root))}[/]")

@@ -53,7 +53,7 @@ def run(
     visible_devices: str = typer.Option(None, "--visible-devices", help="GPU indices to use, e.g. 2,3 (local: CUDA_VISIBLE_DEVICES; docker: device requests)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Validate and print the run matrix without running."),
     wide: bool = WideOption,
-    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON, with the artifact's warnings."),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout, with the artifact's warnings (progress stays on stderr)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Echo engine output."),
     slurm_partition: slurm_options.Partition = None,
     slurm_account: slurm_options.Account = None,
@@ -93,7 +93,7 @@ def run(
     if slurm:
         settings["slurm"] = slurm
     options = RunOptions(runtime=runtime, device=device, out_root=(out_dir or default_results_dir()).resolve(), settings=settings)
-    outcome = run_scenario(scenario, plans, options, RichReporter(quiet=as_json, verbose=verbose))
+    outcome = run_scenario(scenario, plans, options, RichReporter(verbose=verbose))  # stderr: progress with --json too
     print_outcome(outcome.artifact.root, outcome.summary, as_json, wide)
     raise typer.Exit(outcome.exit_code)
 
@@ -115,10 +115,10 @@ def show(
     file: str = typer.Argument(..., help="Scenario YAML file."),
     sets: list[str] = SetOption,
     smoke: bool = typer.Option(False, "--smoke", help="Show the smoke profile."),
-    engines: str = typer.Option(None, "--engines"),
-    precisions: str = typer.Option(None, "--precisions"),
-    repeats: int = typer.Option(None, "--repeats", min=1),
-    devices: int = typer.Option(None, "--devices", min=1),
+    engines: str = typer.Option(None, "--engines", help="Comma-separated subset of the scenario's engines."),
+    precisions: str = typer.Option(None, "--precisions", help="Comma-separated subset of the scenario's precisions."),
+    repeats: int = typer.Option(None, "--repeats", min=1, help="Repeats of every run (separate processes)."),
+    devices: int = typer.Option(None, "--devices", min=1, help="Devices per run (data parallel); overrides matrix.devices."),
     wide: bool = WideOption,
     as_json: bool = typer.Option(False, "--json", help="Print the matrix as JSON."),
 ) -> None:
@@ -162,7 +162,7 @@ def _show_plans(scenario: Scenario, plans, as_json: bool, wide: bool = False) ->
 
 
 @scenario_app.command("list")
-def list_cmd(wide: bool = WideOption, as_json: bool = typer.Option(False, "--json")) -> None:
+def list_cmd(wide: bool = WideOption, as_json: bool = typer.Option(False, "--json", help="Print the list as JSON.")) -> None:
     """List the bundled scenarios."""
     rows = []
     for path in sorted(scenarios_dir().glob("*.yaml")):

@@ -69,7 +69,7 @@ def _resume(artifact_dir: Path, runtime: str | None, device: str | None, python:
     slurm = settings_from_cli(*slurm_values)
     if slurm:
         settings["slurm"] = slurm
-    reporter = RichReporter(quiet=as_json, verbose=verbose)
+    reporter = RichReporter(verbose=verbose)  # stderr: progress with --json too
     reporter.note(f"resuming {plan.artifact.root}: {len(plan.to_run) + len(plan.unsearched)} of {len(plan.runs) + len(plan.unsearched)} runs to run "
                   f"(runtime {plan.runtime}, device {plan.device})")
     outcome = resume(plan, settings, reporter, forced=forced)

@@ -16,11 +16,13 @@ from tests.core.cli_helpers import FAKE_SCENARIO, run_cli
 CPUINFO_X86 = """processor\t: 0
 vendor_id\t: AuthenticAMD
 model name\t: AMD EPYC 9654   96-Core Processor
-flags\t\t: fpu vme
+flags\t\t: fpu vme sse4_2 avx avx2 fma avx512f avx512_bf16 avx512_vnni
 
 processor\t: 1
 model name\t: AMD EPYC 9654   96-Core Processor
+flags\t\t: fpu vme sse4_2 avx avx2 fma avx512f avx512_bf16 avx512_vnni
 """
+EPYC_FLAGS = ["sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16"]
 CPUINFO_POWER = "processor\t: 0\ncpu\t\t: POWER9 (raw), altivec supported\nclock\t\t: 3800.000000MHz\n"
 
 
@@ -55,11 +57,12 @@ def test_cpu_list_notation() -> None:
 def test_reads_a_linux_host(tmp_path: Path) -> None:
     root = fake_root(tmp_path, {0: "performance", 1: "performance", 2: "powersave", 3: "performance"}, boost="1")
     host = run_host(root, lambda: {0, 1, 2})  # cpu 3 is outside the affinity: its governor does not count
-    assert host == {"cpu_model": "AMD EPYC 9654 96-Core Processor", "cpu_affinity": "0-2", "cpu_affinity_count": 3,
+    assert host == {"cpu_model": "AMD EPYC 9654 96-Core Processor", "cpu_flags": EPYC_FLAGS, "cpu_count": 2,
+                    "cpu_affinity": "0-2", "cpu_affinity_count": 3,
                     "governors": {"performance": "0-1", "powersave": "2"}, "scaling_driver": "acpi-cpufreq",
                     "boost": True, "boost_source": "cpufreq/boost", "load_avg": [0.52, 1.25, 3.0]}
-    assert describe_host(host) == ("AMD EPYC 9654 96-Core Processor; affinity 0-2 (3 CPUs); governor performance (0-1), powersave (2); "
-                                   "boost on; load 0.52/1.25/3.00")
+    assert describe_host(host) == ("AMD EPYC 9654 96-Core Processor; flags sse4_2 avx avx2 fma avx512f avx512_vnni avx512_bf16; "
+                                   "affinity 0-2 (3 CPUs); governor performance (0-1), powersave (2); boost on; load 0.52/1.25/3.00")
 
 
 def test_intel_pstate_no_turbo_wins(tmp_path: Path) -> None:
@@ -79,13 +82,14 @@ def test_unreadable_host_is_all_none(tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
     host = run_host(empty, no_affinity)
-    assert set(host) == {"cpu_model", "cpu_affinity", "cpu_affinity_count", "governors", "scaling_driver", "boost", "boost_source", "load_avg"}
+    assert set(host) == {"cpu_model", "cpu_flags", "cpu_count", "cpu_affinity", "cpu_affinity_count", "governors", "scaling_driver", "boost",
+                         "boost_source", "load_avg"}
     assert all(value is None for value in host.values())
-    assert describe_host(host) == "?; affinity ?; governor ?; boost ?; load ?"
+    assert describe_host(host) == "?; flags ?; affinity ?; governor ?; boost ?; load ?"
     # a container: cpuinfo without a model line, a garbled loadavg, governors of CPUs found by listing /sys
     root = fake_root(tmp_path, {0: "schedutil", 1: "schedutil"}, cpuinfo="processor\t: 0\n", loadavg="garbage")
     host = run_host(root, lambda: None)
-    assert host["cpu_model"] is None and host["load_avg"] is None and host["cpu_affinity"] is None
+    assert host["cpu_model"] is None and host["load_avg"] is None and host["cpu_affinity"] is None and host["cpu_flags"] is None
     assert host["governors"] == {"schedutil": "0-1"}
 
 
@@ -127,6 +131,45 @@ def test_every_started_run_records_its_host(capsys, monkeypatch, tmp_path) -> No
     records = [json.loads(p.read_text()) for p in sorted(artifact.glob("runs/*/run.json"))]
     assert records and len(calls) == len(records)
     for record in records:
-        assert record["host"] == {"cpu_model": "AMD EPYC 9654 96-Core Processor", "cpu_affinity": "0-1", "cpu_affinity_count": 2,
+        end = record["host"].pop("load_avg_end")  # read from this host as the run ended
+        assert end is None or len(end) == 3
+        assert record["host"] == {"cpu_model": "AMD EPYC 9654 96-Core Processor", "cpu_flags": EPYC_FLAGS, "cpu_count": 2,
+                                  "cpu_affinity": "0-1", "cpu_affinity_count": 2,
                                   "governors": {"performance": "0-1"}, "scaling_driver": "acpi-cpufreq", "boost": False,
                                   "boost_source": "cpufreq/boost", "load_avg": [0.52, 1.25, 3.0]}
+
+
+CPUINFO_SAPPHIRE = ("processor\t: 0\nmodel name\t: Intel(R) Xeon(R) Platinum 8480+\nflags\t\t: fpu sse4_2 avx avx2 fma f16c avx_vnni avx512f "
+                    "avx512bw avx512vl avx512_vnni avx512_bf16 avx512_fp16 amx_bf16 amx_tile amx_int8\n")
+CPUINFO_ARM = "processor\t: 0\nFeatures\t: fp asimd evtstrm aes sha2 asimdhp asimddp sve sve2 i8mm bf16\nCPU implementer\t: 0x41\n"
+
+
+@pytest.mark.parametrize(("cpuinfo", "flags"), [
+    (CPUINFO_SAPPHIRE, ["sse4_2", "avx", "avx2", "fma", "f16c", "avx_vnni", "avx512f", "avx512bw", "avx512vl", "avx512_vnni",
+                        "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16", "amx_int8"]),
+    (CPUINFO_ARM, ["asimd", "asimdhp", "asimddp", "sve", "sve2", "bf16", "i8mm"]),
+    ("processor\t: 0\nflags\t\t: fpu vme de pse\n", []),  # an old x86: a flags line without any of the speed flags
+    (CPUINFO_POWER, None),  # no flags line at all
+])
+def test_cpu_flags_from_a_fake_cpuinfo(tmp_path: Path, cpuinfo: str, flags: list[str] | None) -> None:
+    host = run_host(fake_root(tmp_path, cpuinfo=cpuinfo), lambda: {0})
+    assert host["cpu_flags"] == flags and host["cpu_count"] == 1
+    validate({**_record(), "host": host}, "run-record")
+
+
+def test_speed_flags_of_a_text() -> None:
+    from orchestrator.cpuflags import speed_flags
+
+    assert speed_flags("flags : avx2 amx_tile avx512_bf16 avx2\nflags : sse4_2\n") == ["avx2", "avx512_bf16", "amx_tile"]  # first CPU only
+    assert speed_flags("") is None
+
+
+def test_finish_host_adds_the_load_at_the_end(tmp_path: Path) -> None:
+    root = fake_root(tmp_path, loadavg="4.50 2.00 1.00 1/2 3\n")
+    host = provenance.finish_host(run_host(root, lambda: {0}), root)
+    assert host["load_avg"] == host["load_avg_end"] == [4.5, 2.0, 1.0]
+    validate({**_record(), "host": host}, "run-record")
+    with pytest.raises(SchemaError):
+        validate({**_record(), "host": {**host, "cpu_flags": "avx2"}}, "run-record")
+    with pytest.raises(SchemaError):
+        validate({**_record(), "host": {**host, "load_avg_end": [1.0]}}, "run-record")

@@ -1,10 +1,10 @@
-"""Statistics on known samples: median, IQR, bootstrap CI, Mann-Whitney U, ratios, spread warnings."""
+"""Statistics on known samples: median, IQR, bootstrap CI, Mann-Whitney U, ratios, relative spread."""
 
 from __future__ import annotations
 
 import pytest
 
-from orchestrator.stats import compare_samples, mann_whitney, min_attainable_p, ratio_of_medians, sample_summary, significance, spread_warning
+from orchestrator.stats import compare_samples, mann_whitney, min_attainable_p, ratio_of_medians, relative_spread, sample_summary, significance
 
 
 def test_describe_known_sample() -> None:
@@ -31,12 +31,13 @@ def test_describe_edge_cases() -> None:
 def test_bootstrap_ci_narrows_with_tight_data() -> None:
     tight = sample_summary([100.0, 100.5, 99.5, 100.2, 99.8, 100.1, 99.9, 100.3])
     assert tight["ci95"][0] >= 99.5 and tight["ci95"][1] <= 100.5
-    assert spread_warning(tight) is None
+    assert relative_spread([100.0, 100.5, 99.5, 100.2, 99.8, 100.1, 99.9, 100.3]) < 0.01
 
 
-def test_spread_warning() -> None:
-    assert "high spread" in spread_warning(sample_summary([100.0, 150.0, 80.0, 120.0]))
-    assert spread_warning(sample_summary([100.0])) is None
+def test_relative_spread() -> None:
+    assert relative_spread([100.0, 150.0, 80.0, 120.0]) == pytest.approx((127.5 - 95.0) / 110.0)  # 4+ values: the IQR
+    assert relative_spread([100.0, 150.0, 80.0]) == pytest.approx(70.0 / 100.0)  # fewer: the range
+    assert relative_spread([100.0]) is None and relative_spread([0.0, 0.0]) is None
 
 
 def test_mann_whitney_clearly_different() -> None:

@@ -29,6 +29,9 @@ class Quiet:
     def note(self, message: str) -> None:
         self.notes.append(message)
 
+    def warn(self, message: str) -> None:
+        self.notes.append(message)
+
     def run_started(self, index, total, plan) -> None: ...
     def engine_line(self, line) -> None: ...
     def run_finished(self, record) -> None: ...
