@@ -128,11 +128,17 @@ def test_run_and_resume_share_the_slurm_options():
 def test_the_command_ignores_a_signal_that_comes_after_it_is_done() -> None:
     """A SIGTERM/SIGHUP/SIGINT after the last write, while the interpreter exits, must not kill bench by the default
     action (the exit status would say killed although everything was written); in-process main() leaves them alone."""
+    import signal
     import subprocess
     import sys
 
     probe = ("import signal\nfrom orchestrator.cli.app import {fn}\ntry:\n    {fn}()\nexcept SystemExit:\n    pass\n"
              "print([signal.getsignal(s) == signal.SIG_IGN for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)])")
+    def default_signals() -> None:  # the child starts with the default actions, whatever this test runner inherited (nohup)
+        for number in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+            signal.signal(number, signal.SIG_DFL)
+
     for fn, expected in (("entry", "[True, True, True]"), ("main", "[False, False, False]")):
-        done = subprocess.run([sys.executable, "-c", probe.format(fn=fn), "scenario", "list"], capture_output=True, text=True, timeout=60)
+        done = subprocess.run([sys.executable, "-c", probe.format(fn=fn), "scenario", "list"], capture_output=True, text=True, timeout=60,
+                              preexec_fn=default_signals)
         assert done.stdout.strip().splitlines()[-1] == expected, done.stdout + done.stderr
