@@ -1,8 +1,10 @@
-"""Where the runs of an artifact ran (runtime, image id), and the warnings when that differs.
+"""Where the runs of an artifact ran (runtime, image id, GPUs), and the warnings when that differs.
 
 Runs measured on different runtimes (an engine in a container, another on the host) or, for one engine, from
 different images are not measured alike; neither are two artifacts whose engines ran on different runtimes or
-images. Read from each started run's ``run.json`` ``runtime`` block; the warnings are one line each.
+images. Runs of one artifact on different physical GPUs (a resume on another machine, say) are said too: the
+same model is not the same device. Read from each started run's ``run.json`` (``runtime``, and the GPUs' UUIDs
+of ``telemetry.gpu.devices``); the warnings are one line each.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ class RuntimeUse:
     engine: str
     runtime: str
     image_id: str | None = None
+    gpus: tuple[str, ...] = ()  # the UUIDs of the GPUs the run used (empty without NVML or a GPU)
 
 
 def _record(root: Path, run_id: str) -> dict[str, Any]:
@@ -42,11 +45,23 @@ def runtime_uses(root: Path, summary: dict[str, Any]) -> list[RuntimeUse]:
     for row in summary.get("runs") or []:
         if row.get("status") == "skipped":
             continue
-        runtime = _record(root, row["run_id"]).get("runtime") or {}
+        record = _record(root, row["run_id"])
+        runtime = record.get("runtime") or {}
         if isinstance(runtime, dict) and runtime.get("name") not in (None, "none"):
             image = runtime.get("image_id")
-            uses.append(RuntimeUse(row["run_id"], row["engine"], str(runtime["name"]), str(image) if image else None))
+            uses.append(RuntimeUse(row["run_id"], row["engine"], str(runtime["name"]), str(image) if image else None,
+                                   _gpu_uuids(record)))
     return uses
+
+
+def _gpu_uuids(record: dict[str, Any]) -> tuple[str, ...]:
+    """The UUIDs of ``telemetry.gpu.devices`` in a run record, sorted; () where there are none."""
+    telemetry = record.get("telemetry")
+    gpu = telemetry.get("gpu") if isinstance(telemetry, dict) else None
+    devices = gpu.get("devices") if isinstance(gpu, dict) else None
+    if not isinstance(devices, list):
+        return ()
+    return tuple(sorted(str(d["uuid"]) for d in devices if isinstance(d, dict) and isinstance(d.get("uuid"), str)))
 
 
 def short_id(image_id: str) -> str:
@@ -74,6 +89,10 @@ def mixed_warnings(uses: list[RuntimeUse], whose: str = "this artifact's") -> li
         if len(images) > 1:
             counts = ", ".join(f"{short_id(i)} x{sum(1 for u in uses if u.engine == engine and u.image_id == i)}" for i in images)
             warnings.append(f"{whose} {engine} runs ran from different images, not measured alike ({counts})")
+    devices = sorted({u.gpus for u in uses if u.gpus})
+    if len(devices) > 1:
+        parts = "; ".join(f"{'+'.join(g[:12] for g in gpus)}: {_engines(u for u in uses if u.gpus == gpus)}" for gpus in devices)
+        warnings.append(f"{whose} runs ran on {len(devices)} different sets of physical GPUs ({parts})")
     return warnings
 
 

@@ -88,3 +88,26 @@ def test_runtimes_or_images_that_differ_within_an_artifact(make_artifact: Callab
     assert code == 0 and err.count("different runtimes") == 1 and err.count("different images") == 1
     code, text, err = run_cli(["results", "compare", mixed, same], monkeypatch, capsys)
     assert "A's runs ran on different runtimes" in err and "A and B ran on different runtimes: pytorch docker in A, local in B" in err
+
+
+def test_runs_on_different_physical_gpus_are_said() -> None:
+    """A resume on another machine of the same kind: the artifact's runs used two GPUs (by UUID); one GPU says nothing."""
+    from orchestrator.runtime_use import RuntimeUse, mixed_warnings
+
+    first, second = ("GPU-5a6eafee-1932",), ("GPU-0b1c2d3e-4f50",)
+    same = [RuntimeUse(f"r{i}", engine, "local", gpus=first) for i, engine in enumerate(("jax", "opennn", "pytorch"))]
+    assert mixed_warnings(same) == [] and mixed_warnings([*same, RuntimeUse("cpu", "jax", "local")]) == []
+    moved = [*same, RuntimeUse("r9", "jax", "local", gpus=second)]
+    assert mixed_warnings(moved) == ["this artifact's runs ran on 2 different sets of physical GPUs "
+                                     "(GPU-0b1c2d3e: jax x1; GPU-5a6eafee: jax x1, opennn x1, pytorch x1)"]
+
+
+def test_the_resumed_h200_artifact_says_its_two_gpus() -> None:
+    """The published fair seed artifact: its JAX bf16 runs were made again on another H200 (README "JAX at bf16")."""
+    from orchestrator.jsonio import read_json
+    from orchestrator.runtime_use import artifact_warnings
+    from tests.conftest import REPO
+
+    root = REPO / "docs" / "results" / "h200" / "opennn_seed" / "20261201T122211Z-e8033e"
+    warnings = artifact_warnings(root, read_json(root / "summary.json", "summary"))
+    assert len(warnings) == 1 and "2 different sets of physical GPUs" in warnings[0] and "jax x3;" in warnings[0]
