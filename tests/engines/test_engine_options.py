@@ -51,8 +51,8 @@ def test_jax_options_resolve_over_the_defaults() -> None:
     from bench_jax.options import donate, engine_options
 
     assert engine_options({}) == code_defaults("jax")
-    assert donate(engine_options({}), optimized=True, mode="train") and not donate(engine_options({}), optimized=False, mode="train")
-    assert not donate(engine_options({"engine_options": {"donate": True}}), optimized=True, mode="infer")
+    assert donate(engine_options({}), True, "train", "cpu", "fp32") and not donate(engine_options({}), False, "train", "cpu", "fp32")
+    assert not donate(engine_options({"engine_options": {"donate": True}}), True, "infer", "cpu", "fp32")
 
 
 def test_jax_auto_donation_stays_off_where_it_was_measured_wrong() -> None:

@@ -33,7 +33,7 @@ UNSAFE_DONATION = {("cuda", "bf16"): "not at bf16 on a GPU: with donated state X
                                      "README 'JAX at bf16')"}
 
 
-def donate(options: dict[str, Any], optimized: bool, mode: str, kind: str = "cpu", precision: str = "fp32") -> bool:
+def donate(options: dict[str, Any], optimized: bool, mode: str, kind: str, precision: str) -> bool:
     """Buffer donation: the option (auto: on the optimized path, except where :data:`UNSAFE_DONATION` says), training only."""
     value = options["donate"]
     if value == "auto":
