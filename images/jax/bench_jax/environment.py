@@ -14,11 +14,19 @@ from typing import Any
 from bench_engine.api import UnsupportedError
 from bench_engine.hardware import cpu_name, cuda_version_text, cudnn_version_text
 from bench_engine.nvidia import driver_version
+from bench_jax.options import command_buffer_flags, engine_options
 
 
-def configure_process(spec: dict[str, Any]) -> None:
-    """Environment that must be set before JAX initialises its backends."""
-    options = spec.get("engine_options") or {}
+def configure_process(spec: dict[str, Any]) -> str:
+    """Environment that must be set before JAX initialises its backends; the command-buffer flag it added ('' for none).
+
+    bench's own flags come first and the ``xla_flags`` option after them, so a user's flag wins
+    (XLA keeps the last occurrence of a flag).
+    """
+    options = engine_options(spec)
+    added = command_buffer_flags(options, spec.get("path", "optimized"), spec.get("device", "auto"))
+    if added:
+        os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {added}".strip()
     if options.get("xla_flags"):
         os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {options['xla_flags']}".strip()
     devices = int((spec.get("parity") or {}).get("devices", 1))
@@ -32,6 +40,7 @@ def configure_process(spec: dict[str, Any]) -> None:
         import jax
 
         jax.config.update("jax_platforms", "cpu")
+    return added
 
 
 def resolve_devices(kind: str) -> tuple[str, list[Any]]:

@@ -13,7 +13,7 @@ from bench_engine.dispatch import DispatchChoice, choose_steps_per_dispatch
 if TYPE_CHECKING:  # jax-free at import: the step module imports jax
     from bench_jax.step import StepConfig
 
-OPTION_DEFAULTS: dict[str, Any] = {"donate": "auto", "steps_per_dispatch": "auto"}
+OPTION_DEFAULTS: dict[str, Any] = {"donate": "auto", "steps_per_dispatch": "auto", "command_buffers": "auto"}
 ONE_STEP = DispatchChoice(1, "one step per jitted call")
 
 
@@ -31,6 +31,35 @@ def engine_options(spec: dict[str, Any]) -> dict[str, Any]:
 UNSAFE_DONATION = {("cuda", "bf16"): "not at bf16 on a GPU: with donated state XLA's autotuned bf16 cuDNN convolutions "
                                      "wrote non-finite weight gradients within 3 steps on an H200 (jaxlib 0.11; "
                                      "README 'JAX at bf16')"}
+
+
+# XLA's command buffers (CUDA graphs of a compiled program's thunks): its defaults leave out the
+# cuDNN convolution thunks and while loops, so a ResNet step stays a sequence of ~670 host launches
+# (README "JAX command buffers"). With these types the convolutions, and a lax.scan of several steps
+# whose body is all commands, are recorded into graphs: the host launches a graph, not each kernel.
+COMMAND_BUFFER_TYPES = ("FUSION", "CUBLAS", "CUBLASLT", "CUSTOM_CALL", "CUDNN", "DYNAMIC_SLICE_FUSION",
+                        "CONVOLUTION", "WHILE", "CONDITIONAL")
+COMMAND_BUFFER_FLAG = "--xla_gpu_enable_command_buffer=" + ",".join(COMMAND_BUFFER_TYPES)
+
+
+def command_buffer_flags(options: dict[str, Any], path: str, device: str) -> str:
+    """The XLA flag the ``command_buffers`` option adds ('' for none): auto = the optimized path where a GPU may run it."""
+    value = options["command_buffers"]
+    wanted = path == "optimized" and device != "cpu" if value == "auto" else bool(value)
+    return COMMAND_BUFFER_FLAG if wanted else ""
+
+
+def command_buffers_switch(added: str, xla_flags: str, kind: str) -> dict[str, Any]:
+    """The ``command_buffers`` entry of work.optimizations, read from the flags the process ran with."""
+    if kind != "cuda":
+        return {"applied": False, "detail": f"XLA command buffers are a GPU feature ({kind})"}
+    if not added:
+        return {"applied": False, "detail": "XLA's default command buffer types (no convolutions or loops)"}
+    last = [f for f in xla_flags.split() if f.startswith("--xla_gpu_enable_command_buffer=")][-1:]
+    if last != [added]:  # a later xla_flags option replaced bench's setting (XLA keeps the last)
+        return {"applied": False, "detail": f"replaced by the xla_flags option: {last[0] if last else 'none'}"}
+    return {"applied": True, "detail": "XLA command buffers (CUDA graphs) over " + ",".join(COMMAND_BUFFER_TYPES) +
+            ": convolutions and scanned steps recorded as graphs, not launched kernel by kernel"}
 
 
 def donate(options: dict[str, Any], optimized: bool, mode: str, kind: str, precision: str) -> bool:
@@ -72,8 +101,10 @@ def _not_looping(config: StepConfig) -> str | None:
 
 
 def optimizations(config: StepConfig, xla_flags: str, kind: str = "cpu", shards: Any = None,
-                  dispatch: DispatchChoice = ONE_STEP, declined: str | None = None) -> dict[str, dict[str, Any]]:
-    """The switches in effect, as {name: {applied, detail}}; ``declined``: why auto did not donate."""
+                  dispatch: DispatchChoice = ONE_STEP, declined: str | None = None,
+                  command_buffers: str = "") -> dict[str, dict[str, Any]]:
+    """The switches in effect, as {name: {applied, detail}}; ``declined``: why auto did not donate;
+    ``command_buffers``: the flag the option added to XLA_FLAGS ('' for none)."""
     infer = config.mode == "infer"
     return {
         "jit": {"applied": True, "detail": _jit_detail(config)},
@@ -84,6 +115,7 @@ def optimizations(config: StepConfig, xla_flags: str, kind: str = "cpu", shards:
                                  if config.device_data else "numpy batches sliced on the host, transferred every step"},
         "nhwc_layout": {"applied": True, "detail": "Flax convolutions are NHWC"},
         "xla_flags": {"applied": bool(xla_flags), "detail": xla_flags or "XLA defaults"},
+        "command_buffers": command_buffers_switch(command_buffers, xla_flags, kind),
         "steps_per_dispatch": _dispatch_switch(dispatch),
         "data_parallel": data_parallel(config, kind, shards),
     }

@@ -23,7 +23,7 @@ from bench_engine.data import Dataset, check_dataset, normalize
 from bench_engine.initweights import resolve_init
 from bench_jax import model as models
 from bench_jax import readback
-from bench_jax.options import donate, donation_declined, engine_options, optimizations, steps_per_dispatch
+from bench_jax.options import command_buffer_flags, donate, donation_declined, engine_options, optimizations, steps_per_dispatch
 from bench_jax.precision import PrecisionPolicy, apply_precision
 from bench_jax.step import StepConfig, TrainState, replicated, sharded
 from bench_jax.workload import JaxWorkload, planned_calls
@@ -68,7 +68,8 @@ def build_workload(spec: dict[str, Any], data: Dataset, kind: str, devices: list
         precision=policy.report(),
         data_placement=parity["data_placement"],
         optimizations=optimizations(step_config, os.environ.get("XLA_FLAGS", ""), kind, shards, dispatch,
-                                    donation_declined(options, optimized, mode, kind, precision)),
+                                    donation_declined(options, optimized, mode, kind, precision),
+                                    command_buffer_flags(options, spec["path"], spec.get("device", "auto"))),
         world_size=world, mesh=mesh, shards=shards, mode=mode, model=model, tx=ready.tx, state=ready.state,
         data=ready.placed, device=devices[0], step_config=step_config, steps_per_dispatch=group,
     )
