@@ -21,8 +21,8 @@ from jax import lax
 from bench_engine.api import UnsupportedError
 from bench_engine.data import Dataset, check_dataset, normalize
 from bench_engine.initweights import resolve_init
+from bench_jax import dnn, readback
 from bench_jax import model as models
-from bench_jax import readback
 from bench_jax.options import command_buffer_flags, donate, donation_declined, engine_options, optimizations, steps_per_dispatch
 from bench_jax.precision import PrecisionPolicy, apply_precision
 from bench_jax.step import StepConfig, TrainState, replicated, sharded
@@ -57,6 +57,9 @@ def build_workload(spec: dict[str, Any], data: Dataset, kind: str, devices: list
     options = engine_options(spec)
     policy = apply_precision(parity["precision"], kind, devices)
     model = _model(parity, policy)
+    cuda_graphs = command_buffer_flags(options, spec["path"], spec.get("device", "auto"))
+    if kind == "cuda" and cuda_graphs:
+        dnn.initialise_dnn(devices[:world])  # before any convolution can be recorded into a command buffer
     ready = _setup_on_device(spec, data, model, geometry, devices[0], mesh, shards)
     precision = parity["precision"]
     step_config = StepConfig(mode=mode, full_step=optimized, donate=donate(options, optimized, mode, kind, precision),
@@ -69,7 +72,7 @@ def build_workload(spec: dict[str, Any], data: Dataset, kind: str, devices: list
         data_placement=parity["data_placement"],
         optimizations=optimizations(step_config, os.environ.get("XLA_FLAGS", ""), kind, shards, dispatch,
                                     donation_declined(options, optimized, mode, kind, precision),
-                                    command_buffer_flags(options, spec["path"], spec.get("device", "auto"))),
+                                    cuda_graphs),
         world_size=world, mesh=mesh, shards=shards, mode=mode, model=model, tx=ready.tx, state=ready.state,
         data=ready.placed, device=devices[0], step_config=step_config, steps_per_dispatch=group,
     )
