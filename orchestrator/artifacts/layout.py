@@ -29,7 +29,7 @@ TOP_FILES = frozenset({SCENARIO, SUMMARY, MANIFEST, INTEGRITY})
 TOP_FOLDERS = frozenset({RUNS, "attempts", "maxbatch", "init"})
 
 # the only files a published copy may leave out (artifacts.publish): bench's shared initial weights, re-made from the seed
-OMITTABLE = ("init/*.safetensors", "runs/*/init.safetensors")
+OMITTABLE = ("init/*.safetensors", "runs/*/init.safetensors", "attempts/*/*/init.safetensors")
 
 
 def omittable(rel: str) -> bool:

@@ -1,10 +1,11 @@
 """A publishable copy of an artifact: every file but bench's shared initial weights, still validating.
 
-The shared weights (``init/*.safetensors`` and their hard link ``runs/*/init.safetensors``, 94 MB for
-ResNet-50) are bench's own output, re-made bit for bit from the arch, classes, channels and seed (every
-spec records their canonical hash, and every engine's read-back hash must equal it). A published copy
-leaves them out and says so: its manifest lists them under ``omitted`` with their size and sha256, and
-``bench results validate`` accepts an omitted file only if its path is one of these weights and it is
+The shared weights (``init/*.safetensors``, their hard links ``runs/*/init.safetensors`` and, in a
+resumed artifact, ``attempts/*/*/init.safetensors``; 94 MB each for ResNet-50) are bench's own
+output, re-made bit for bit from the arch, classes, channels and seed (every spec records their
+canonical hash, and every engine's read-back hash must equal it). A published copy leaves them out
+and says so: its manifest lists them under ``omitted`` with their size and sha256, and ``bench
+results validate`` accepts an omitted file only if its path is one of these weights and it is
 absent. Everything else is copied and hashed again.
 """
 

@@ -81,3 +81,45 @@ def test_tensorflow_switches_resolve_over_the_defaults() -> None:
     assert not resolve_switches({"path": "optimized", "engine_options": {"xla": False, "tf_function": False}}).compile_function
     with pytest.raises(UnsupportedError, match="tf_function"):  # a combination the schema cannot express
         resolve_switches({"path": "optimized", "engine_options": {"tf_function": False}})
+
+
+def test_jax_command_buffers_auto_on_the_optimized_path_where_a_gpu_may_run_it() -> None:
+    """auto adds XLA's command buffers over convolutions and loops on the optimized path (device cuda or auto), never on a CPU."""
+    add_paths("jax")
+    from bench_jax.options import command_buffer_flags, engine_options
+
+    auto = engine_options({})
+    flag = command_buffer_flags(auto, "optimized", "cuda")
+    assert flag.startswith("--xla_gpu_enable_command_buffer=") and {"CONVOLUTION", "WHILE", "FUSION"} <= set(flag.split("=")[1].split(","))
+    assert command_buffer_flags(auto, "optimized", "auto") == flag
+    assert command_buffer_flags(auto, "optimized", "cpu") == "" and command_buffer_flags(auto, "baseline", "cuda") == ""
+    assert command_buffer_flags(engine_options({"engine_options": {"command_buffers": False}}), "optimized", "cuda") == ""
+    assert command_buffer_flags(engine_options({"engine_options": {"command_buffers": True}}), "baseline", "cuda") == flag
+
+
+def test_jax_configure_process_puts_the_users_xla_flags_last(monkeypatch: pytest.MonkeyPatch) -> None:
+    """bench's command-buffer flag comes before the xla_flags option (XLA keeps the last), and the switch says which won."""
+    add_paths("jax")
+    from bench_jax.environment import configure_process
+    from bench_jax.options import COMMAND_BUFFER_FLAG, command_buffers_switch
+
+    monkeypatch.setenv("XLA_FLAGS", "--xla_dump_to=/nowhere")
+    added = configure_process({"path": "optimized", "device": "cuda", "parity": {"devices": 1}})
+    import os
+
+    assert added == COMMAND_BUFFER_FLAG and os.environ["XLA_FLAGS"] == f"--xla_dump_to=/nowhere {COMMAND_BUFFER_FLAG}"
+    assert command_buffers_switch(added, os.environ["XLA_FLAGS"], "cuda")["applied"] is True
+    assert command_buffers_switch(added, os.environ["XLA_FLAGS"], "cpu")["applied"] is False
+
+    monkeypatch.delenv("XLA_FLAGS")
+    user = "--xla_gpu_enable_command_buffer=FUSION"
+    added = configure_process({"path": "optimized", "device": "cuda", "parity": {"devices": 1},
+                               "engine_options": {"xla_flags": user}})
+    assert os.environ["XLA_FLAGS"] == f"{COMMAND_BUFFER_FLAG} {user}"
+    switch = command_buffers_switch(added, os.environ["XLA_FLAGS"], "cuda")
+    assert switch["applied"] is False and user in switch["detail"]
+
+    monkeypatch.delenv("XLA_FLAGS")
+    added = configure_process({"path": "baseline", "device": "cuda", "parity": {"devices": 1}})
+    assert added == "" and "XLA_FLAGS" not in os.environ
+    assert command_buffers_switch(added, "", "cuda") == {"applied": False, "detail": "XLA's default command buffer types (no convolutions or loops)"}

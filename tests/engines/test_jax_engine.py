@@ -392,6 +392,7 @@ def _check_common(spec: dict[str, Any], result: dict[str, Any]) -> None:
     assert result["measurements"]["peak_memory_bytes"] is None  # no allocator statistics on CPU
     for switch in work["optimizations"].values():
         assert isinstance(switch["applied"], bool) and switch["detail"]
+    assert work["optimizations"]["command_buffers"]["applied"] is False  # a GPU feature: never claimed on a CPU
 
 
 TRAIN_RUNS = [("fp32-optimized-partial", "fp32", "optimized"), ("bf16-optimized", "bf16", "optimized"),
@@ -563,3 +564,21 @@ def test_several_steps_per_call_equal_single_steps_in_float64() -> None:
         assert rel(state.params, swapped.params) > 1e-3
     finally:
         jax.config.update("jax_enable_x64", previous)
+
+
+def test_cudnn_is_initialised_before_command_buffers_on_a_gpu_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With command buffers on a GPU, cuDNN gets one convolution outside any capture first (a cached executable
+    crashed without it on the H200); not on a CPU, not without command buffers. The warm-up itself runs on a CPU."""
+    from bench_jax import dnn, prepare
+    from bench_jax.options import engine_options
+
+    called: list[list[Any]] = []
+    monkeypatch.setattr(prepare.dnn, "initialise_dnn", lambda devices: called.append(devices))
+    spec = {"path": "optimized", "device": "auto"}
+    assert prepare.ready_for_command_buffers(engine_options({}), spec, "cuda", ["gpu0"]).startswith("--xla_gpu_enable_command_buffer=")
+    assert called == [["gpu0"]]
+    assert prepare.ready_for_command_buffers(engine_options({}), spec, "cpu", ["cpu0"]) and called == [["gpu0"]]
+    off = engine_options({"engine_options": {"command_buffers": False}})
+    assert prepare.ready_for_command_buffers(off, spec, "cuda", ["gpu0"]) == "" and called == [["gpu0"]]
+    monkeypatch.undo()
+    dnn.initialise_dnn(jax.devices("cpu")[:1])

@@ -20,13 +20,18 @@ RUNS = {("pytorch", "bf16"): [100.0, 101.0]}
 
 @pytest.fixture()
 def with_weights(make_artifact: Callable[..., Path]) -> Path:
-    """An artifact holding a shared-weights file and its hard link in each run folder, as bench writes them."""
+    """An artifact holding a shared-weights file and its hard link in each run folder, as bench writes them,
+    and one earlier attempt of a run (moved aside by ``bench scenario resume``) with its own link."""
     root = make_artifact(RUNS)
     weights = root / "init" / "resnet50_v1.5-c10-ch3-seed0.safetensors"
     weights.parent.mkdir()
     weights.write_bytes(os.urandom(4096))
     for run in (root / "runs").iterdir():
         os.link(weights, run / "init.safetensors")
+    attempt = root / "attempts" / next((root / "runs").iterdir()).name / "1"
+    attempt.mkdir(parents=True)
+    os.link(weights, attempt / "init.safetensors")
+    (attempt / "engine.log").write_text("crash\n")
     manifest = json.loads((root / "manifest.json").read_text())
     seal.start(root, trust_current=True)  # files added by hand, after the manifest sealed the artifact: adopt them
     write_manifest(Artifact(root, manifest["scenario"], manifest["artifact_id"]), complete=True)
@@ -40,6 +45,8 @@ def test_the_copy_leaves_the_weights_out_and_validates(with_weights: Path, tmp_p
     assert code == 0, err
     copy = Path(json.loads(out)["copy"])
     assert copy.name == with_weights.name and not list(copy.rglob("*.safetensors"))
+    assert len(list(with_weights.rglob("*.safetensors"))) == 4  # init/, two runs, one earlier attempt
+    assert (copy / "attempts").is_dir() and list((copy / "attempts").rglob("engine.log"))
     manifest = json.loads((copy / "manifest.json").read_text())
     assert sorted(item["path"] for item in manifest["omitted"]) == sorted(
         p.relative_to(with_weights).as_posix() for p in with_weights.rglob("*.safetensors"))

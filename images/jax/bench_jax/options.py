@@ -59,7 +59,8 @@ def command_buffers_switch(added: str, xla_flags: str, kind: str) -> dict[str, A
     if last != [added]:  # a later xla_flags option replaced bench's setting (XLA keeps the last)
         return {"applied": False, "detail": f"replaced by the xla_flags option: {last[0] if last else 'none'}"}
     return {"applied": True, "detail": "XLA command buffers (CUDA graphs) over " + ",".join(COMMAND_BUFFER_TYPES) +
-            ": convolutions and scanned steps recorded as graphs, not launched kernel by kernel"}
+            ": convolutions and scanned steps recorded as graphs, not launched kernel by kernel; cuDNN initialised "
+            "before the first capture"}
 
 
 def donate(options: dict[str, Any], optimized: bool, mode: str, kind: str, precision: str) -> bool:

@@ -57,9 +57,7 @@ def build_workload(spec: dict[str, Any], data: Dataset, kind: str, devices: list
     options = engine_options(spec)
     policy = apply_precision(parity["precision"], kind, devices)
     model = _model(parity, policy)
-    cuda_graphs = command_buffer_flags(options, spec["path"], spec.get("device", "auto"))
-    if kind == "cuda" and cuda_graphs:
-        dnn.initialise_dnn(devices[:world])  # before any convolution can be recorded into a command buffer
+    cuda_graphs = ready_for_command_buffers(options, spec, kind, devices[:world])
     ready = _setup_on_device(spec, data, model, geometry, devices[0], mesh, shards)
     precision = parity["precision"]
     step_config = StepConfig(mode=mode, full_step=optimized, donate=donate(options, optimized, mode, kind, precision),
@@ -85,6 +83,14 @@ def build_workload(spec: dict[str, Any], data: Dataset, kind: str, devices: list
     if device_data:
         workload.precompile(planned_calls(spec, data.samples, world, group))
     return workload
+
+
+def ready_for_command_buffers(options: dict[str, Any], spec: dict[str, Any], kind: str, devices: list[Any]) -> str:
+    """The command-buffer flag the process runs with ('' for none); on a GPU, cuDNN initialised first (bench_jax.dnn)."""
+    flag = command_buffer_flags(options, spec["path"], spec.get("device", "auto"))
+    if kind == "cuda" and flag:
+        dnn.initialise_dnn(devices)  # before any convolution can be recorded into a command buffer
+    return flag
 
 
 def _check_request(parity: dict[str, Any], data: Dataset, kind: str, devices: list[Any]) -> tuple[int, int, int]:
