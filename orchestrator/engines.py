@@ -11,6 +11,7 @@ from typing import Any
 import yaml
 from jsonschema import Draft202012Validator
 
+from bench_engine.precision import NAMES as PRECISION_NAMES
 from orchestrator.errors import BadInput
 from orchestrator.paths import images_dir
 from orchestrator.refusals import PlanFacts, RefuseRule, parse_rules
@@ -67,6 +68,15 @@ def engine_metadata_files() -> list[Path]:
     return files
 
 
+def _precisions(meta: dict[str, Any], meta_file: Path) -> tuple[str, ...]:
+    """The precision names an engine supports (default fp32), each a name of bench_engine.precision."""
+    precisions = tuple(meta.get("precisions", ["fp32"]))
+    unknown = sorted(set(precisions) - set(PRECISION_NAMES))
+    if unknown:
+        raise BadInput(f"{meta_file}: precisions: {', '.join(unknown)} not a precision name (known: {', '.join(PRECISION_NAMES)})")
+    return precisions
+
+
 @cache
 def discover() -> dict[str, EngineInfo]:
     """All engines under images/ (and $BENCH_ENGINE_PATH) that carry an engine.yaml."""
@@ -75,7 +85,7 @@ def discover() -> dict[str, EngineInfo]:
         meta = yaml.safe_load(meta_file.read_text()) or {}
         folder = meta_file.parent
         requirements = folder / meta["requirements"] if meta.get("requirements") else None
-        precisions = tuple(meta.get("precisions", ["fp32"]))
+        precisions = _precisions(meta, meta_file)
         options_schema = meta.get("options") or {}
         engines[meta["name"]] = EngineInfo(
             name=meta["name"],

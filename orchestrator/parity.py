@@ -9,16 +9,9 @@ from typing import Any
 from bench_engine import schedule
 from bench_engine.contract import Parity
 from bench_engine.harness import timing_blocks
+from bench_engine.precision import PRECISIONS
 
 Mismatch = dict[str, Any]
-
-# precision name -> (compute dtype, parameter dtype, TF32 allowed)
-PRECISION_POLICY = {
-    "fp32": ("float32", "float32", False),
-    "tf32": ("float32", "float32", True),
-    "bf16": ("bfloat16", "float32", None),
-    "fp16": ("float16", "float32", None),
-}
 
 
 def canonical_dtype(name: str) -> str:
@@ -64,7 +57,7 @@ def check_against_spec(spec: dict[str, Any], result: dict[str, Any], device_kind
         ("precision", parity.precision, work["precision"]["name"]),
         ("input", list(parity.input.hwc), work.get("input_shape")),
         ("data_placement", parity.data_placement, work.get("data_placement")),
-        ("param_dtypes", [PRECISION_POLICY[parity.precision][1]], [canonical_dtype(d) for d in work.get("param_dtypes") or []] or None),
+        ("param_dtypes", [PRECISIONS[parity.precision].param_dtype], [canonical_dtype(d) for d in work.get("param_dtypes") or []] or None),
     ]
     init = parity.init or {"mode": "framework"}
     got_init = work.get("init") or {}
@@ -104,7 +97,7 @@ def check_block_losses(spec: dict[str, Any], measurements: dict[str, Any] | None
 
 def _observed(parity: Parity, observed: dict[str, Any] | None) -> list[Mismatch]:
     """The dtypes of a traced step: the convolution computes in the precision's dtype, gradients are fp32."""
-    compute = PRECISION_POLICY[parity.precision][0]
+    compute = PRECISIONS[parity.precision].compute_dtype
     if not observed:
         return [_mismatch("observed", {"compute_dtype": compute}, observed)]
     out = []
@@ -149,19 +142,19 @@ def check_loss(expected: str, actual: dict[str, Any] | None) -> list[Mismatch]:
 
 
 def _precision_policy(name: str, policy: dict[str, Any], device_kind: str | None, mode: str = "train") -> list[Mismatch]:
-    """The precision really in effect must be the one the name means."""
-    compute, params, tf32 = PRECISION_POLICY[name]
+    """The precision really in effect must be the one the name means (bench_engine.precision)."""
+    info = PRECISIONS[name]
     out = []
-    if canonical_dtype(policy["compute_dtype"]) != compute:
-        out.append(_mismatch("precision.compute_dtype", compute, policy["compute_dtype"]))
-    if canonical_dtype(policy["param_dtype"]) != params:
-        out.append(_mismatch("precision.param_dtype", params, policy["param_dtype"]))
+    if canonical_dtype(policy["compute_dtype"]) != info.compute_dtype:
+        out.append(_mismatch("precision.compute_dtype", info.compute_dtype, policy["compute_dtype"]))
+    if canonical_dtype(policy["param_dtype"]) != info.param_dtype:
+        out.append(_mismatch("precision.param_dtype", info.param_dtype, policy["param_dtype"]))
     # TF32 only exists on CUDA; on CPU the flags are reported but have no effect.
-    if tf32 is not None and device_kind == "cuda":
+    if info.tf32 is not None and device_kind == "cuda":
         for key in ("tf32_matmul", "tf32_conv"):
-            if bool(policy[key]) != tf32:
-                out.append(_mismatch(f"precision.{key}", tf32, policy[key]))
-    if name == "fp16" and mode == "train" and device_kind == "cuda" and not policy.get("loss_scaling"):
+            if bool(policy[key]) != info.tf32:
+                out.append(_mismatch(f"precision.{key}", info.tf32, policy[key]))
+    if info.loss_scaling and mode == "train" and device_kind == "cuda" and not policy.get("loss_scaling"):
         out.append(_mismatch("precision.loss_scaling", True, policy.get("loss_scaling")))
     return out
 

@@ -7,8 +7,9 @@ from typing import Any
 
 from bench_engine.api import UnsupportedError
 from bench_engine.hardware import has_tf32
+from bench_engine.precision import PRECISIONS
 
-PRECISIONS = ("fp32", "tf32", "bf16")  # fp16 (loss scaling) is not implemented
+SUPPORTED = tuple(name for name, info in PRECISIONS.items() if not info.loss_scaling)  # fp16 (loss scaling) is not implemented
 
 
 @dataclass(frozen=True)
@@ -36,21 +37,25 @@ def tf32_capable(kind: str, devices: list[Any]) -> bool:
 def precision_policy(name: str, kind: str, devices: list[Any]) -> PrecisionPolicy:
     """fp32: HIGHEST precision; tf32: the backend default (TF32 on Ampere+ GPUs, refused elsewhere);
     bf16: bfloat16 compute with float32 parameters, what stays float32 at the backend default."""
-    if name not in PRECISIONS:
-        raise UnsupportedError(f"precision {name!r} unsupported by the jax engine (supported: {', '.join(PRECISIONS)})")
-    if name == "fp32":
-        return PrecisionPolicy(name, "float32", highest=True, tf32=False)
-    if name == "tf32" and not tf32_capable(kind, devices):
+    if name not in SUPPORTED:
+        raise UnsupportedError(f"precision {name!r} unsupported by the jax engine (supported: {', '.join(SUPPORTED)})")
+    info = PRECISIONS[name]
+    if info.tf32 is False:  # fp32: TF32 off, so HIGHEST
+        return PrecisionPolicy(name, info.compute_dtype, highest=True, tf32=False)
+    capable = tf32_capable(kind, devices)
+    if info.needs_tf32_cores and not capable:
         # The same rule in every engine: tf32 names TF32 tensor-core math, which only exists on CUDA GPUs of
         # compute capability 8.0+; running fp32 under that name would mislabel the result.
-        raise UnsupportedError("precision 'tf32' needs a CUDA GPU with TF32 tensor cores (compute capability 8.0+)")
-    return PrecisionPolicy(name, "bfloat16" if name == "bf16" else "float32", highest=False, tf32=tf32_capable(kind, devices))
+        raise UnsupportedError(f"precision {name!r} needs a CUDA GPU with TF32 tensor cores (compute capability 8.0+)")
+    if info.needs_cuda and kind != "cuda":
+        raise UnsupportedError(f"precision {name!r} needs a CUDA GPU")
+    return PrecisionPolicy(name, info.compute_dtype, highest=False, tf32=capable)
 
 
 def apply_precision(name: str, kind: str, devices: list[Any]) -> PrecisionPolicy:
     """The policy of ``name`` on these devices; fp32 also sets JAX's default matmul precision to highest."""
     policy = precision_policy(name, kind, devices)
-    if name == "fp32":
+    if policy.highest:
         import jax
 
         jax.config.update("jax_default_matmul_precision", "highest")  # also for any matmul outside the layers

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench_engine.api import UnsupportedError
+from bench_engine.precision import PRECISIONS
 from bench_pytorch.optimizer import CLASS_NAMES
 
 DEFAULT_COMPILE_MODE = "default"  # max-autotune* autotunes every conv: over 5 min for ResNet-50 on an H200
@@ -113,8 +114,9 @@ def resolve_plan(spec: dict[str, Any], cuda: bool) -> OptimizationPlan:
 def _graph_safe_scaling(plan: OptimizationPlan, options: dict[str, Any], parity: dict[str, Any], optimizer: str) -> None:
     """fp16 loss scaling in a CUDA graph needs the fused optimizer: the unfused path makes GradScaler
     read found_inf on the host (``.item()``), which a capture cannot contain."""
-    if not (plan.cuda_graphs and not plan.fused_optimizer and parity.get("precision") == "fp16"
-            and parity.get("mode", "train") == "train"):
+    info = PRECISIONS.get(parity.get("precision", ""))
+    scaled = info is not None and info.loss_scaling
+    if not (plan.cuda_graphs and not plan.fused_optimizer and scaled and parity.get("mode", "train") == "train"):
         return
     why = FP16_UNFUSED.format(optimizer=optimizer)
     if options.get("cuda_graphs") is True and options.get("fused_optimizer") is False:

@@ -10,8 +10,9 @@ import torch
 
 from bench_engine.api import UnsupportedError
 from bench_engine.hardware import has_tf32
+from bench_engine.precision import precision_info
 
-_AUTOCAST = {"bf16": torch.bfloat16, "fp16": torch.float16}
+_TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}  # registry dtype -> torch
 
 
 @dataclass
@@ -60,21 +61,21 @@ def apply_precision(name: str, device: torch.device, training: bool) -> Precisio
     fp32: IEEE fp32 (TF32 off). tf32: TF32 for matmul and conv (CUDA, Ampere or newer). bf16/fp16:
     autocast with fp32 master weights and TF32 off for what stays fp32; fp16 scales the loss (CUDA only).
     """
-    if name not in ("fp32", "tf32", "bf16", "fp16"):
-        raise UnsupportedError(f"unknown precision {name!r}")
+    info = precision_info(name)
     cuda = device.type == "cuda"
-    if name in ("tf32", "fp16") and not cuda:
+    if info.needs_cuda and not cuda:
         raise UnsupportedError(f"precision {name} needs CUDA (device is {device.type})")
     tf32_capable = cuda and has_tf32(torch.cuda.get_device_capability(device)[0])
-    if name == "tf32" and not tf32_capable:
-        raise UnsupportedError("precision tf32 needs TF32 tensor cores (an Ampere or newer GPU)")
-    if name == "bf16" and cuda and not torch.cuda.is_bf16_supported():
-        raise UnsupportedError("precision bf16 is not supported by this GPU")
-    _set_tf32(name == "tf32")
+    if info.needs_tf32_cores and not tf32_capable:
+        raise UnsupportedError(f"precision {name} needs TF32 tensor cores (an Ampere or newer GPU)")
+    compute = _TORCH_DTYPES[info.compute_dtype]
+    if compute is torch.bfloat16 and cuda and not torch.cuda.is_bf16_supported():
+        raise UnsupportedError(f"precision {name} is not supported by this GPU")
+    _set_tf32(info.tf32 is True)  # off for fp32 and, for what stays fp32, under bf16/fp16
     return Precision(
         name=name,
         device_type=device.type,
-        autocast_dtype=_AUTOCAST.get(name),
-        loss_scaling=name == "fp16" and training,
+        autocast_dtype=None if compute is torch.float32 else compute,
+        loss_scaling=info.loss_scaling and training,
         tf32_capable=tf32_capable,
     )

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from bench_engine.api import UnsupportedError
+from bench_engine.precision import precision_info
 from bench_tensorflow.readback import make_adam
 
 
@@ -39,7 +40,7 @@ def build_optimizer(keras: Any, parity: dict[str, Any], variables: list[Any]) ->
         optimizer = make_sgd(keras, opt["lr"], opt["momentum"], opt["nesterov"], opt["weight_decay"])
     else:
         raise UnsupportedError(f"optimizer {opt['name']!r} is not implemented")
-    if parity["precision"] == "fp16":
+    if precision_info(parity["precision"]).loss_scaling:
         optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
     optimizer.build(variables)
     return optimizer, isinstance(optimizer, keras.optimizers.LossScaleOptimizer)

@@ -11,8 +11,10 @@ from typing import Any
 
 from bench_engine.api import UnsupportedError
 from bench_engine.hardware import has_tf32
+from bench_engine.precision import PRECISIONS, precision_info
 
-POLICIES = {"fp32": "float32", "tf32": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}  # name -> Keras policy
+KERAS_POLICIES = {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}  # compute dtype -> Keras policy
+POLICIES = {name: KERAS_POLICIES[info.compute_dtype] for name, info in PRECISIONS.items()}  # name -> Keras policy
 
 
 def _capability_major(tf: Any) -> int | None:
@@ -26,15 +28,16 @@ def _capability_major(tf: Any) -> int | None:
 
 def check_precision(tf: Any, name: str, kind: str | None) -> None:
     """Refuse a precision the device cannot run: fp16 and tf32 need CUDA, tf32 TF32 tensor cores."""
-    if name in ("fp16", "tf32") and kind != "cuda":
+    info = precision_info(name)
+    if info.needs_cuda and kind != "cuda":
         raise UnsupportedError(f"precision {name} needs a CUDA GPU (TF32 and fast fp16 do not exist on CPU)")
-    if name == "tf32" and not has_tf32(_capability_major(tf)):
+    if info.needs_tf32_cores and not has_tf32(_capability_major(tf)):
         raise UnsupportedError("precision tf32 needs TF32 tensor cores (an Ampere or newer GPU)")
 
 
 def apply_precision(tf: Any, keras: Any, name: str) -> None:
     """TF32 execution on for tf32 only, and the Keras global policy of ``name``."""
-    tf.config.experimental.enable_tensor_float_32_execution(name == "tf32")
+    tf.config.experimental.enable_tensor_float_32_execution(precision_info(name).tf32 is True)
     keras.mixed_precision.set_global_policy(POLICIES[name])
 
 
