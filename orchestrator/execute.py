@@ -14,9 +14,10 @@ import yaml
 
 from orchestrator import signals
 from orchestrator.artifacts import Artifact, create_artifact, write_manifest
-from orchestrator.artifacts.layout import SCENARIO, SUMMARY, utc_now
+from orchestrator.artifacts.layout import SCENARIO, SUMMARY
 from orchestrator.artifacts.seal import flag_tampered
 from orchestrator.attempt import RunMonitor, describe_mismatches, run_attempt
+from orchestrator.clock import utc_now
 from orchestrator.data import PreparedSplit, prepare_split
 from orchestrator.engines import EngineInfo, get_engine
 from orchestrator.errors import BadInput

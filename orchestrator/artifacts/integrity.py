@@ -15,9 +15,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from orchestrator.artifacts.layout import INTEGRITY, utc_now
+from orchestrator.artifacts.layout import INTEGRITY
 from orchestrator.artifacts.validate import TAMPER_KINDS, ArtifactProblem, validate_artifact
 from orchestrator.artifacts.walk import read_bytes_no_follow
+from orchestrator.clock import utc_now
 from orchestrator.errors import BadInput
 from orchestrator.jsonio import write_json
 from orchestrator.schemas import SchemaError, validate

@@ -92,10 +92,6 @@ def utc_stamp() -> str:
     return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
 
 
-def utc_now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 def create_artifact(out_root: Path, scenario: str) -> Artifact:
     artifact_id = f"{utc_stamp()}-{secrets.token_hex(3)}"
     root = out_root / scenario / artifact_id

@@ -6,9 +6,10 @@ import hashlib
 from pathlib import Path
 
 import orchestrator
-from orchestrator.artifacts.layout import MANIFEST, Artifact, utc_now
+from orchestrator.artifacts.layout import MANIFEST, Artifact
 from orchestrator.artifacts.seal import seal_listing
 from orchestrator.artifacts.walk import walk
+from orchestrator.clock import utc_now
 from orchestrator.jsonio import write_json
 
 

@@ -35,7 +35,7 @@ def engine_status() -> list[dict]:
 
 def docker_status() -> dict:
     try:
-        from orchestrator.runtimes.docker_client import daemon_status
+        from orchestrator.docker_client import daemon_status
     except ImportError:
         return {"reachable": False, "reason": "docker runtime not installed"}
     return daemon_status()

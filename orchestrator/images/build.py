@@ -19,13 +19,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from orchestrator.artifacts.layout import utc_now
+from orchestrator.clock import utc_now
+from orchestrator.docker_client import connect, find_image
 from orchestrator.errors import BadInput
 from orchestrator.images import lock as lockfile
+from orchestrator.images.facts import LABEL_BASE_ID, LABEL_ENGINE, repo_digest
 from orchestrator.images.metadata import ENGINE_LIBRARY, ImageMeta, engine_library_version, get_image_meta
 from orchestrator.images.probe import run_probe
 from orchestrator.images.refs import ImageRef, parse_ref, require_pinned
-from orchestrator.runtimes.docker_client import connect, find_image, repo_digest
 
 STEP_RE = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
 _SKIP_PARTS = {"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".ipynb_checkpoints"}
@@ -221,7 +222,7 @@ def build_engine_image(engine: str, base: str | None = None, *, pinned_only: boo
         revision = source_revision(meta.context, (ENGINE_LIBRARY, meta.folder.name))
         engine_version = engine_library_version(meta.context)
         buildargs = {"BASE": str(ref), "BASE_DIGEST": digest or "", "ENGINE_VERSION": engine_version, "SOURCE_REVISION": revision}
-        labels = {"io.bench.base.image-id": base_image.id, "io.bench.engine": engine}
+        labels = {LABEL_BASE_ID: base_image.id, LABEL_ENGINE: engine}
         reporter.note(f"building {meta.tag} from {ref}" + ("" if ref.pinned else " (base not pinned by digest)"))
         image_id = _build(client, meta, buildargs, labels, nocache, reporter)
         image = find_image(client, image_id)

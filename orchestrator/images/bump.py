@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orchestrator.artifacts.layout import utc_now
+from orchestrator.clock import utc_now
+from orchestrator.docker_client import connect, find_image
 from orchestrator.errors import BadInput
 from orchestrator.images.build import BuildReporter, Built, QuietReporter, build_engine_image
+from orchestrator.images.facts import repo_digest
 from orchestrator.images.metadata import get_image_meta, set_default_base
 from orchestrator.images.refs import parse_ref
-from orchestrator.runtimes.docker_client import connect, find_image, repo_digest
 
 
 def bump_engine_image(engine: str, base: str, *, pinned_only: bool = False, nocache: bool = False,

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from orchestrator.docker_client import connect, find_image
 from orchestrator.errors import BadInput
 from orchestrator.images import lock as lockfile
 from orchestrator.images.metadata import ImageMeta, dockerfile_default_base, get_image_meta, image_engines
-from orchestrator.runtimes.docker_client import connect, find_image
 
 
 def _client() -> tuple[Any | None, str | None]:

@@ -13,9 +13,9 @@ import json
 import time
 from typing import Any
 
+from orchestrator.docker_client import ENGINE_LABEL, RUN_LABEL, hardened_host_config
 from orchestrator.errors import BadInput
 from orchestrator.images.metadata import ImageMeta
-from orchestrator.runtimes.docker_client import ENGINE_LABEL, RUN_LABEL
 
 MARKER = "BENCH_PROBE "
 TIMEOUT_S = 300
@@ -84,8 +84,6 @@ def parse_probe_output(text: str) -> dict[str, Any] | None:
 
 def run_probe(client: Any, image_id: str, meta: ImageMeta) -> dict[str, Any]:
     """Run the probe in a throw-away, network-less, capability-less container; always remove it."""
-    from orchestrator.runtimes.docker import hardened_host_config
-
     api = client.api
     container = api.create_container(
         image_id,

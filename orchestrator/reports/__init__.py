@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orchestrator.artifacts.layout import REPORTS, results_root, utc_now
+from orchestrator.artifacts.layout import REPORTS, results_root
+from orchestrator.clock import utc_now
 from orchestrator.errors import BadInput
 from orchestrator.jsonio import write_text_atomic
 from orchestrator.reports.data import ReportData, load_report_data

@@ -1,4 +1,9 @@
-"""Runtimes, discovered from the modules of this package (each defines RUNTIME = <class>)."""
+"""Runtimes, discovered from the modules of this package: a runtime is one module named by one
+word (``local``, ``docker``, ``slurm``) that defines ``RUNTIME = <class>``.
+
+Helpers are never taken for runtimes: ``base`` and ``process``, and every module whose name
+has an underscore (``<runtime>_<job>`` such as ``docker_gpus`` or ``slurm_job``; ``_private``).
+"""
 
 from __future__ import annotations
 
@@ -12,13 +17,24 @@ from orchestrator.runtimes.base import Execution, LineSink, RunPaths, Runtime
 __all__ = ["Execution", "LineSink", "RunPaths", "Runtime", "get_runtime", "runtime_names"]
 
 
+SHARED_HELPERS = frozenset({"base", "process"})
+
+
+def is_helper(module: str) -> bool:
+    """Whether module ``module`` of this package is a helper (skipped by discovery), not a runtime."""
+    return module in SHARED_HELPERS or "_" in module
+
+
+def runtime_modules() -> list[str]:
+    """The modules of this package that are runtimes (helpers left out), by name."""
+    return sorted(module.name for module in pkgutil.iter_modules(__path__) if not is_helper(module.name))
+
+
 @cache
 def _registry() -> dict[str, type[Runtime]]:
     found: dict[str, type[Runtime]] = {}
-    for module in pkgutil.iter_modules(__path__):
-        if module.name in {"base", "process"} or module.name.startswith("_"):
-            continue
-        mod = importlib.import_module(f"{__name__}.{module.name}")
+    for name in runtime_modules():
+        mod = importlib.import_module(f"{__name__}.{name}")
         cls = getattr(mod, "RUNTIME", None)
         if cls is not None:
             found[cls.name] = cls

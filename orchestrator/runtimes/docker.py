@@ -30,277 +30,38 @@ never pulled), created by id so the record names exactly what ran:
 
 The run record's runtime block names the image, its id and base digest, and the security
 options as ``docker inspect`` reported them for the container before it was removed.
+
+This module holds the runtime and the container's lifecycle; each other job has its module:
+``docker_gpus`` (GPU planning), ``docker_limits`` (resource limits, ulimits, /dev/shm),
+``docker_security`` (least privilege, the inspected options), ``docker_options`` (the container's
+options as data), ``docker_ownership`` (its user, the run folder's and cache volume's owner),
+``docker_watchdog``; the daemon client is :mod:`orchestrator.docker_client` and the image's
+facts :mod:`orchestrator.images.facts`.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import re
 import threading
 import time
-import uuid
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from orchestrator import signals
+from orchestrator.docker_client import NO_GPU_SUPPORT, _reason, connect, find_image
 from orchestrator.engines import EngineInfo
-from orchestrator.envvars import without_internal
 from orchestrator.errors import BadInput
-from orchestrator.gpus import nvml_snapshot, visible_ids
+from orchestrator.images.facts import image_facts
 from orchestrator.runtimes import docker_watchdog
 from orchestrator.runtimes.base import Execution, LineSink, RunPaths, Runtime
-from orchestrator.runtimes.docker_client import ENGINE_LABEL, NO_GPU_SUPPORT, RUN_LABEL, GpuSupport, _reason, connect, find_image, gpu_support, is_local_daemon
-from orchestrator.runtimes.local import FIXED_ENV
+from orchestrator.runtimes.docker_gpus import gpu_access
+from orchestrator.runtimes.docker_limits import limits, shm_size, unsettable_ulimit
+from orchestrator.runtimes.docker_options import DATASET_MOUNT, RUN_MOUNT, container_options
+from orchestrator.runtimes.docker_ownership import RunFolderAccess, cache_volume, image_user
+from orchestrator.runtimes.docker_security import applied_options
 
-DATASET_MOUNT = "/bench/dataset"
-RUN_MOUNT = "/bench/run"
-WORKDIR = "/tmp"
-DEFAULT_SHM_SIZE = "8g"
-SHM_ENV = "BENCH_DOCKER_SHM_SIZE"
-ULIMITS = ({"name": "memlock", "soft": -1, "hard": -1}, {"name": "stack", "soft": 67108864, "hard": 67108864})
 GRACE_S = 10
 POLL_S = 0.25
-CACHE_VOLUME = "bench-compile-cache"
-CACHE_MOUNT = "/bench/cache"
-DEFAULT_PIDS_LIMIT = 8192
-DEFAULT_TMP_SIZE = "8g"
-NOBODY = "65534:65534"
-SIZE = re.compile(r"[1-9][0-9]*[bkmgBKMG]?")
-LABEL_BASE_NAME = "org.opencontainers.image.base.name"
-LABEL_BASE_DIGEST = "org.opencontainers.image.base.digest"
-LABEL_BASE_ID = "io.bench.base.image-id"
-LABEL_VERSION = "org.opencontainers.image.version"
-LABEL_REVISION = "org.opencontainers.image.revision"
-
-
-def hardened_host_config() -> dict[str, Any]:
-    """The least-privilege part of every bench container's host config."""
-    return {"network_mode": "none", "cap_drop": ["ALL"], "security_opt": ["no-new-privileges:true"], "privileged": False}
-
-
-@dataclass(frozen=True)
-class GpuAccess:
-    """GPUs handed to a container: ``mode`` none | nvidia (device request) | cdi; no devices = all."""
-
-    mode: str = "none"
-    devices: tuple[str, ...] = ()
-    why: str = ""
-
-    def label(self) -> str:
-        if self.mode == "none":
-            return "none" + (f" ({self.why})" if self.why else "")
-        return f"{','.join(self.devices) if self.devices else 'all'} via {self.mode}"
-
-    def device_requests(self) -> list[dict[str, Any]]:
-        if self.mode == "nvidia":
-            if self.devices:
-                return [{"driver": "nvidia", "count": 0, "device_ids": list(self.devices), "capabilities": [["gpu"]]}]
-            return [{"driver": "nvidia", "count": -1, "capabilities": [["gpu"]]}]
-        if self.mode == "cdi":
-            ids = [f"nvidia.com/gpu={d}" for d in self.devices] or ["nvidia.com/gpu=all"]
-            return [{"driver": "cdi", "device_ids": ids}]
-        return []
-
-
-def parse_visible(visible: Any) -> tuple[str, ...]:
-    """settings['visible_devices'] ('0,2', [0, 2], 'all' or empty) as device ids (empty = all)."""
-    ids = visible_ids(visible)
-    for ident in ids:
-        if not re.fullmatch(r"\d+|GPU-[0-9a-fA-F-]+|MIG-[0-9a-zA-Z/-]+", ident):
-            raise BadInput(f"visible_devices: '{ident}' is not a GPU index or UUID")
-    return ids
-
-
-def plan_gpus(device: str, visible: Any, host_gpus: int, support: GpuSupport) -> GpuAccess:
-    """Which GPUs a container gets. Pure: the caller supplies NVML's count and the daemon's support.
-
-    cpu: none. cuda (or explicit visible_devices): GPUs, or BadInput when the daemon cannot
-    hand them out. auto: GPUs when the host has some and the daemon can, else none (saying why).
-    """
-    ids = parse_visible(visible)
-    if device == "cpu":
-        return GpuAccess("none", why="--device cpu")
-    requested = device == "cuda" or bool(ids)
-    if not support.available:
-        if requested:
-            what = "--device cuda" if device == "cuda" else f"visible_devices {','.join(ids)}"
-            raise BadInput(f"{what}: {NO_GPU_SUPPORT} (install the NVIDIA Container Toolkit and restart dockerd, or use --runtime local)")
-        return GpuAccess("none", why=NO_GPU_SUPPORT if host_gpus else "no GPU on this host")
-    if not requested and host_gpus == 0:
-        return GpuAccess("none", why="no GPU on this host")
-    return GpuAccess(support.mode or "nvidia", ids, support.how)
-
-
-def _safe_name(text: str) -> str:
-    return re.sub(r"[^a-zA-Z0-9_.-]+", "-", text).strip("-.")[:100] or "run"
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Resource limits of a run's container (``runtime.docker`` settings)."""
-
-    pids: int = DEFAULT_PIDS_LIMIT
-    memory: str | None = None  # None: no limit
-    cpus: float | None = None  # None: all the host's CPUs
-    tmp_size: str = DEFAULT_TMP_SIZE
-
-    def host_config(self) -> dict[str, Any]:
-        config: dict[str, Any] = {"pids_limit": self.pids}
-        if self.memory:
-            config.update(mem_limit=self.memory, memswap_limit=self.memory)  # no swap on top
-        if self.cpus:
-            config["nano_cpus"] = int(self.cpus * 1e9)
-        return config
-
-
-def host_memory_bytes() -> int | None:
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return None
-
-
-def limits(settings: dict[str, Any]) -> Limits:
-    """``runtime.docker.{pids_limit, mem_limit, cpus, tmp_size}`` checked; defaults: 8192 pids, 90% of the host's memory."""
-    block = settings.get("docker") if isinstance(settings.get("docker"), dict) else {}
-    pids = block.get("pids_limit", DEFAULT_PIDS_LIMIT)
-    if isinstance(pids, bool) or not isinstance(pids, int) or pids < 64:
-        raise BadInput(f"runtime.docker.pids_limit: '{pids}' is not a whole number >= 64")
-    memory = block.get("mem_limit")
-    if memory is None:
-        total = host_memory_bytes()
-        memory = f"{int(total * 0.9) // (1 << 20)}m" if total else None
-    elif memory == "none":
-        memory = None
-    elif not SIZE.fullmatch(str(memory)):
-        raise BadInput(f"runtime.docker.mem_limit: '{memory}' is not a size like 64g or 'none'")
-    cpus = block.get("cpus")
-    if cpus is not None and (isinstance(cpus, bool) or not isinstance(cpus, int | float) or cpus <= 0):
-        raise BadInput(f"runtime.docker.cpus: '{cpus}' is not a positive number")
-    tmp_size = str(block.get("tmp_size", DEFAULT_TMP_SIZE))
-    if not SIZE.fullmatch(tmp_size):
-        raise BadInput(f"runtime.docker.tmp_size: '{tmp_size}' is not a size like 8g")
-    return Limits(pids, str(memory) if memory else None, float(cpus) if cpus else None, tmp_size)
-
-
-def cache_env(root: str = CACHE_MOUNT) -> dict[str, str]:
-    """Compilation caches (Inductor/Triton, JAX/XLA, TF/XLA) under the cache volume."""
-    return {
-        "TORCHINDUCTOR_CACHE_DIR": f"{root}/inductor",
-        "TRITON_CACHE_DIR": f"{root}/triton",
-        "JAX_COMPILATION_CACHE_DIR": f"{root}/jax",
-        "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
-        "TF_XLA_FLAGS": f"--tf_xla_persistent_cache_directory={root}/tf-xla",
-    }
-
-
-def container_options(*, image: str, engine: str, run_id: str, run_dir: Path, dataset_dir: Path, spec_name: str,
-                      result_name: str, user: str, gpus: GpuAccess, extra_env: dict[str, str] | None = None,
-                      shm_size: str = DEFAULT_SHM_SIZE, name: str | None = None, limits: Limits | None = None,
-                      cache_volume: str | None = CACHE_VOLUME) -> dict[str, Any]:
-    """Everything a run's container is created with, as plain data (pure; no daemon needed).
-
-    Returns {'create': kwargs of APIClient.create_container minus host_config,
-             'host_config': kwargs of APIClient.create_host_config}.
-    """
-    limits = limits or Limits()
-    caches = cache_env() if cache_volume else cache_env(f"{WORKDIR}/cache")
-    env = {**FIXED_ENV, **caches, "HOME": WORKDIR, **without_internal(extra_env or {}), "BENCH_RUNTIME": "docker"}
-    if gpus.mode == "none":
-        # NVIDIA's images set NVIDIA_VISIBLE_DEVICES=all; with the nvidia runtime as the default
-        # runtime that alone would expose every GPU. A CPU run gets none.
-        env["NVIDIA_VISIBLE_DEVICES"] = "void"
-    host_config = {
-        **hardened_host_config(),
-        "binds": {
-            str(Path(dataset_dir).resolve()): {"bind": DATASET_MOUNT, "mode": "ro"},
-            str(Path(run_dir).resolve()): {"bind": RUN_MOUNT, "mode": "rw"},
-            **({cache_volume: {"bind": CACHE_MOUNT, "mode": "rw"}} if cache_volume else {}),
-        },
-        "ipc_mode": "private",
-        "shm_size": shm_size,
-        "ulimits": [dict(u) for u in ULIMITS],
-        "device_requests": gpus.device_requests(),
-        "read_only": True,
-        "tmpfs": {WORKDIR: f"rw,exec,nosuid,nodev,size={limits.tmp_size},mode=1777"},
-        "init": True,
-        **limits.host_config(),
-    }
-    create = {
-        "image": image,
-        "command": ["--spec", f"{RUN_MOUNT}/{spec_name}", "--result", f"{RUN_MOUNT}/{result_name}"],
-        "user": user,
-        "environment": env,
-        "working_dir": WORKDIR,
-        "labels": {RUN_LABEL: run_id, ENGINE_LABEL: engine},
-        "name": name or f"bench-{_safe_name(run_id)}-{uuid.uuid4().hex[:8]}",
-        "detach": True,
-        "stop_signal": "SIGTERM",
-        "use_config_proxy": False,
-    }
-    return {"create": create, "host_config": host_config}
-
-
-def applied_options(attrs: dict[str, Any]) -> dict[str, Any]:
-    """The options that matter, as ``docker inspect`` reports them for a created container."""
-    host = attrs.get("HostConfig") or {}
-    config = attrs.get("Config") or {}
-    return {
-        "id": attrs.get("Id", "")[:12],
-        "name": str(attrs.get("Name", "")).lstrip("/"),
-        "user": config.get("User"),
-        "network_mode": host.get("NetworkMode"),
-        "privileged": host.get("Privileged"),
-        "cap_drop": host.get("CapDrop"),
-        "cap_add": host.get("CapAdd"),
-        "security_opt": host.get("SecurityOpt"),
-        "ipc_mode": host.get("IpcMode"),
-        "shm_size": host.get("ShmSize"),
-        "readonly_rootfs": host.get("ReadonlyRootfs"),
-        "init": host.get("Init"),
-        "pids_limit": host.get("PidsLimit"),
-        "memory": host.get("Memory"),
-        "nano_cpus": host.get("NanoCpus"),
-        "tmpfs": host.get("Tmpfs"),
-        "ulimits": [{"name": u.get("Name"), "soft": u.get("Soft"), "hard": u.get("Hard")} for u in host.get("Ulimits") or []],
-        "device_requests": [{"driver": d.get("Driver"), "count": d.get("Count"), "device_ids": d.get("DeviceIDs"), "capabilities": d.get("Capabilities")}
-                            for d in host.get("DeviceRequests") or []],
-        "binds": host.get("Binds"),
-        "labels": {k: v for k, v in (config.get("Labels") or {}).items() if k.startswith("bench.")},
-    }
-
-
-def image_facts(image: Any) -> dict[str, Any]:
-    """Run-record facts of a local engine image: id, base and its digest, engine version, revision."""
-    labels = (image.attrs.get("Config") or {}).get("Labels") or {}
-    facts: dict[str, Any] = {"image_id": image.id}
-    if labels.get(LABEL_BASE_NAME):
-        facts["base"] = labels[LABEL_BASE_NAME]
-    if labels.get(LABEL_BASE_DIGEST):
-        facts["base_digest"] = labels[LABEL_BASE_DIGEST]
-        facts["base_digest_kind"] = "registry manifest"
-    elif labels.get(LABEL_BASE_ID):
-        facts["base_digest"] = labels[LABEL_BASE_ID]
-        facts["base_digest_kind"] = "local image id (the base has no registry digest)"
-    for key, label in (("engine_version", LABEL_VERSION), ("source_revision", LABEL_REVISION)):
-        if labels.get(label):
-            facts[key] = labels[label]
-    return facts
-
-
-def shm_size(settings: dict[str, Any]) -> str:
-    """/dev/shm size: scenario ``runtime.docker.shm_size`` > settings > $BENCH_DOCKER_SHM_SIZE > 8g."""
-    block = settings.get("docker") if isinstance(settings.get("docker"), dict) else {}
-    value = str(block.get("shm_size") or settings.get("shm_size") or os.environ.get(SHM_ENV) or DEFAULT_SHM_SIZE).strip()
-    if not SIZE.fullmatch(value):
-        raise BadInput(f"docker.shm_size: '{value}' is not a size like 8g or 16384m")
-    return value
-
-
-def _host_gpu_count() -> int:
-    return len(nvml_snapshot().get("gpus") or [])
 
 
 class DockerRuntime(Runtime):
@@ -320,14 +81,6 @@ class DockerRuntime(Runtime):
 
         return get_image_meta(engine.name).tag
 
-    def _gpus(self, client: Any, settings: dict[str, Any], device: str) -> GpuAccess:
-        ids = parse_visible(settings.get("visible_devices"))
-        if device == "cpu":
-            return GpuAccess("none", why="--device cpu")
-        support = gpu_support(client.info(), is_local_daemon())
-        host = _host_gpu_count() if device == "auto" and not ids else 0
-        return plan_gpus(device, settings.get("visible_devices"), host, support)
-
     def check(self, engine: EngineInfo, settings: dict[str, Any]) -> dict[str, Any]:
         ref = self.image_ref(engine, settings)
         client = connect()
@@ -335,7 +88,7 @@ class DockerRuntime(Runtime):
             image = find_image(client, ref)
             if image is None:
                 raise BadInput(f"engine '{engine.name}': docker image '{ref}' is not built (bench never pulls); run 'bench image build {engine.name}'")
-            gpus = self._gpus(client, settings, settings.get("device") or "auto")
+            gpus = gpu_access(client, settings, settings.get("device") or "auto")
             shm = shm_size(settings)
             limits(settings)
             daemon = client.version().get("Version")
@@ -376,7 +129,7 @@ class DockerRuntime(Runtime):
             image = find_image(client, checked.get("image_id") or ref)
             if image is None:
                 return Execution("error", None, f"docker image '{ref}' is gone; run 'bench image build {engine.name}'", info)
-            gpus = self._gpus(client, settings, device)
+            gpus = gpu_access(client, settings, device)
             shm = shm_size(settings)
             resources = limits(settings)
         except BadInput as exc:
@@ -397,88 +150,6 @@ class DockerRuntime(Runtime):
                 shm_size=shm, limits=resources, cache_volume=cache_volume(client, access.user) if access.image_user else None,
             )
             return _Container(client.api, options, paths.log, sink, info).run(timeout_s, docker.errors.APIError)
-
-
-def image_user(image: Any) -> str:
-    """The image's ``USER`` as uid:gid, never root (65534:65534 when it has none, names root, or is not numeric)."""
-    user = str(((getattr(image, "attrs", None) or {}).get("Config") or {}).get("User") or "")
-    uid, _, gid = user.partition(":")
-    if not uid.isdigit() or int(uid) == 0 or (gid and (not gid.isdigit() or int(gid) == 0)):
-        return NOBODY
-    return f"{uid}:{gid or uid}"
-
-
-def cache_volume(client: Any, user: str) -> str | None:
-    """The compile-cache volume, its root owned by ``user`` (created when missing). None when its
-    folder on the host cannot be reached from here (a remote or rootless daemon): caches then stay in /tmp."""
-    try:
-        try:
-            volume = client.volumes.get(CACHE_VOLUME)
-        except Exception:
-            volume = client.volumes.create(CACHE_VOLUME, labels={RUN_LABEL: "compile-cache"})
-        mountpoint = Path(volume.attrs["Mountpoint"])
-        uid, gid = (int(part) for part in user.split(":"))
-        stat = mountpoint.stat()
-        if (stat.st_uid, stat.st_gid) != (uid, gid):
-            os.chown(mountpoint, uid, gid)
-        return CACHE_VOLUME
-    except Exception:
-        return None
-
-
-class RunFolderAccess:
-    """The container's user and its write access to the run folder, for the duration of a run.
-
-    bench as root: the image's non-root user, the run folder (and what is in it) handed to that
-    uid for the run and back to bench's afterwards, the dataset split made readable to all (it is
-    mounted read-only; its files hold nothing secret). Otherwise the invoking uid:gid (not root),
-    which owns the folder already; its compilation caches then stay in the container's tmpfs.
-    """
-
-    def __init__(self, run_dir: Path, user: str, dataset: Path | None = None) -> None:
-        self.run_dir, self.dataset = run_dir, dataset
-        self.image_user = os.getuid() == 0
-        self.user = user if self.image_user else f"{os.getuid()}:{os.getgid()}"
-        self.note: str | None = None
-
-    def _chown(self, uid: int, gid: int) -> None:
-        for path in (self.run_dir, *self.run_dir.rglob("*")):
-            if not path.is_symlink():
-                os.chown(path, uid, gid)
-
-    def __enter__(self) -> RunFolderAccess:
-        if self.image_user and self.dataset is not None and self.dataset.is_dir():  # the split: readable by the container's user
-            for path in (self.dataset, *self.dataset.iterdir()):
-                if not path.is_symlink():
-                    path.chmod(path.stat().st_mode | (0o055 if path.is_dir() else 0o044))
-        if self.image_user:
-            uid, gid = (int(part) for part in self.user.split(":"))
-            try:
-                self._chown(uid, gid)
-            except OSError as exc:  # e.g. root squashed on NFS: let the folder be written by anyone for the run
-                self.run_dir.chmod(0o1777)
-                self.note = f"run folder not handed to uid {uid} ({exc.strerror or exc}); made writable for the run instead"
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.image_user:
-            try:
-                self._chown(os.getuid(), os.getgid())
-            except OSError:
-                pass
-            self.run_dir.chmod(0o755)
-
-
-# runc's "error setting rlimit type N": the RLIMIT_* numbers of the ulimits bench sets.
-_RLIMIT_NAMES = {8: "memlock", 3: "stack"}
-
-
-def _unsettable_ulimit(exc: Exception, ulimits: list[dict[str, Any]]) -> str | None:
-    """The ulimit name a start failure blames on rlimit permissions, when bench set it."""
-    match = re.search(r"error setting rlimit type (\d+): operation not permitted", str(getattr(exc, "explanation", None) or exc))
-    name = _RLIMIT_NAMES.get(int(match.group(1))) if match else None
-    return name if name and any(u["name"] == name for u in ulimits) else None
-
 
 class _Container:
     """One container's life: create, start, stream, wait, stop, remove (always)."""
@@ -520,7 +191,7 @@ class _Container:
                 self.api.start(self.cid)
                 return
             except Exception as exc:
-                dropped = _unsettable_ulimit(exc, self.options["host_config"]["ulimits"])
+                dropped = unsettable_ulimit(exc, self.options["host_config"]["ulimits"])
                 if dropped is None:
                     raise
                 self.api.remove_container(self.cid, force=True, v=True)

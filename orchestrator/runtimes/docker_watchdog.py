@@ -42,7 +42,7 @@ def main(argv: list[str]) -> int:
     received = sys.stdin.buffer.read()  # returns at end-of-file: bench closed the pipe or died
     if received.endswith(DONE):
         return 0
-    from orchestrator.runtimes.docker_client import connect
+    from orchestrator.docker_client import connect
 
     try:
         client = connect()

@@ -1,4 +1,5 @@
-"""The modules stand in layers: no import cycle among orchestrator/ and images/common/ (lazy imports count)."""
+"""The modules stand in layers: no import cycle among orchestrator/ and images/common/ (lazy imports count),
+and none between the folders of orchestrator/ (images/, runtimes/, ...: one direction only)."""
 
 from __future__ import annotations
 
@@ -92,10 +93,35 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+def folder_graph(graph: dict[str, set[str]], package: str, root: Path) -> dict[str, set[str]]:
+    """Folder -> the folders its modules import, for the folders (sub-packages) right under ``root``.
+
+    A module of a nested folder counts for its top folder; the package's own modules are no folder.
+    """
+
+    def folder(module: str) -> str | None:
+        parts = module.split(".")
+        return f"{package}.{parts[1]}" if len(parts) > 1 and (root / parts[1]).is_dir() else None
+
+    folders: dict[str, set[str]] = {}
+    for module, deps in graph.items():
+        source = folder(module)
+        if source is not None:
+            folders.setdefault(source, set()).update(target for dep in deps if (target := folder(dep)) not in (None, source))
+    return folders
+
+
 def test_no_import_cycle() -> None:
     graph = import_graph(module_files(PACKAGES))
     assert len(graph) > 60  # both packages were read
     assert cycles(graph) == []
+
+
+def test_no_import_cycle_between_folders() -> None:
+    graph = import_graph(module_files({"orchestrator": PACKAGES["orchestrator"]}))
+    folders = folder_graph(graph, "orchestrator", PACKAGES["orchestrator"])
+    assert {"orchestrator.images", "orchestrator.runtimes", "orchestrator.cli"} <= set(folders)
+    assert cycles(folders) == []
 
 
 def test_no_import_cycle_in_an_engine_package() -> None:
@@ -120,3 +146,22 @@ def test_a_lazy_import_back_is_a_cycle(tmp_path: Path) -> None:
     assert cycles(graph) == [["pkg.b", "pkg.c", "pkg.d"]]
     (package / "d.py").write_text("value = 2\n")
     assert cycles(import_graph(module_files({"pkg": package}))) == []
+
+
+def test_a_folder_cycle_is_refused(tmp_path: Path) -> None:
+    """Folders that import each other are a cycle even when their modules are not (b -> c, not c -> b)."""
+    package = tmp_path / "pkg"
+    for folder in (package, package / "x", package / "y", package / "y" / "deep"):
+        folder.mkdir()
+        (folder / "__init__.py").write_text("")
+    (package / "util.py").write_text("value = 1\n")  # the package's own module: shared, no folder
+    (package / "x" / "a.py").write_text("from pkg.y.deep import b\nfrom pkg import util\n")
+    (package / "y" / "deep" / "b.py").write_text("import pkg.util\n\ndef late():\n    from pkg.x import c\n")
+    (package / "x" / "c.py").write_text("thing = 2\n")
+    graph = import_graph(module_files({"pkg": package}))
+    assert cycles(graph) == []
+    assert folder_graph(graph, "pkg", package) == {"pkg.x": {"pkg.y"}, "pkg.y": {"pkg.x"}}
+    assert cycles(folder_graph(graph, "pkg", package)) == [["pkg.x", "pkg.y"]]
+    (package / "y" / "deep" / "b.py").write_text("import pkg.util\n")
+    graph = import_graph(module_files({"pkg": package}))
+    assert cycles(folder_graph(graph, "pkg", package)) == []

@@ -172,13 +172,14 @@ class FakeClient:
 def fake_docker(monkeypatch: pytest.MonkeyPatch):
     """Install a FakeClient factory: fake_docker(client) makes connect() return it (no daemon used)."""
     import orchestrator.runtimes.docker as runtime_module
+    import orchestrator.runtimes.docker_gpus as gpus_module
 
-    monkeypatch.setattr(runtime_module, "is_local_daemon", lambda: False)  # no host hooks/CDI files
-    monkeypatch.setattr(runtime_module, "_host_gpu_count", lambda: 0)
+    monkeypatch.setattr(gpus_module, "is_local_daemon", lambda: False)  # no host hooks/CDI files
+    monkeypatch.setattr(gpus_module, "host_gpu_count", lambda: 0)
 
     def install(client: FakeClient, host_gpus: int = 0) -> FakeClient:
         monkeypatch.setattr(runtime_module, "connect", lambda *a, **k: client)
-        monkeypatch.setattr(runtime_module, "_host_gpu_count", lambda: host_gpus)
+        monkeypatch.setattr(gpus_module, "host_gpu_count", lambda: host_gpus)
         return client
 
     return install

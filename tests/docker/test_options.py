@@ -6,19 +6,13 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.docker_client import NO_GPU_SUPPORT, GpuSupport, gpu_support
 from orchestrator.errors import BadInput
 from orchestrator.runtimes.base import RunPaths
-from orchestrator.runtimes.docker import (
-    DATASET_MOUNT,
-    RUN_MOUNT,
-    DockerRuntime,
-    GpuAccess,
-    applied_options,
-    container_options,
-    parse_visible,
-    plan_gpus,
-)
-from orchestrator.runtimes.docker_client import NO_GPU_SUPPORT, GpuSupport, gpu_support
+from orchestrator.runtimes.docker import DockerRuntime
+from orchestrator.runtimes.docker_gpus import GpuAccess, parse_visible, plan_gpus
+from orchestrator.runtimes.docker_options import DATASET_MOUNT, RUN_MOUNT, container_options
+from orchestrator.runtimes.docker_security import applied_options
 
 NVIDIA = GpuSupport("nvidia", "nvidia runtime")
 CDI = GpuSupport("cdi", "CDI device nvidia.com/gpu=all")
@@ -159,7 +153,7 @@ def test_applied_options_from_inspect() -> None:
 
 
 def test_shm_size_sources(monkeypatch: pytest.MonkeyPatch) -> None:
-    from orchestrator.runtimes.docker import shm_size
+    from orchestrator.runtimes.docker_limits import shm_size
 
     monkeypatch.delenv("BENCH_DOCKER_SHM_SIZE", raising=False)
     assert shm_size({}) == "8g"
@@ -171,7 +165,7 @@ def test_shm_size_sources(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_limits_from_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from orchestrator.runtimes import docker as runtime
+    from orchestrator.runtimes import docker_limits as runtime
 
     monkeypatch.setattr(runtime, "host_memory_bytes", lambda: 100 << 30)
     default = runtime.limits({})
@@ -188,7 +182,7 @@ def test_limits_from_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -
 
 
 def test_image_user_is_never_root() -> None:
-    from orchestrator.runtimes.docker import image_user
+    from orchestrator.runtimes.docker_ownership import image_user
 
     class Image:
         def __init__(self, user):

@@ -69,6 +69,7 @@ class EngineDaemon(FakeAPI):
 
 def _install(monkeypatch, daemon: EngineDaemon) -> None:
     import orchestrator.runtimes.docker as runtime
+    import orchestrator.runtimes.docker_gpus as gpus
 
     client = FakeClient(api=daemon)
 
@@ -78,8 +79,8 @@ def _install(monkeypatch, daemon: EngineDaemon) -> None:
         return client
 
     monkeypatch.setattr(runtime, "connect", connect)
-    monkeypatch.setattr(runtime, "is_local_daemon", lambda: False)
-    monkeypatch.setattr(runtime, "_host_gpu_count", lambda: 0)
+    monkeypatch.setattr(gpus, "is_local_daemon", lambda: False)
+    monkeypatch.setattr(gpus, "host_gpu_count", lambda: 0)
     monkeypatch.setattr(runtime.DockerRuntime, "image_ref", lambda self, engine, settings: "bench/pytorch:latest")
     monkeypatch.setattr(runtime.docker_watchdog, "start", lambda name: None)  # no real daemon to clean up
 

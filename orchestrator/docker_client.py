@@ -1,7 +1,10 @@
-"""The Docker daemon as bench sees it: connecting, reachability, GPU support, local images.
+"""The Docker daemon as bench sees it: connecting, reachability, GPU support, local images, and
+what every container bench creates carries (its labels, the least-privilege baseline).
 
-Everything here goes through the Docker SDK (``docker`` package). Nothing is ever pulled
-implicitly: a missing image is reported, never fetched behind the user's back.
+Shared by the image builds (:mod:`orchestrator.images`) and the docker runtime
+(:mod:`orchestrator.runtimes.docker`); it imports neither. Everything here goes through the
+Docker SDK (``docker`` package). Nothing is ever pulled implicitly: a missing image is
+reported, never fetched behind the user's back.
 """
 
 from __future__ import annotations
@@ -18,6 +21,11 @@ CONNECT_TIMEOUT_S = 10
 # Every container bench creates carries this label (value: the run id, or image-probe:<engine>).
 RUN_LABEL = "bench.run"
 ENGINE_LABEL = "bench.engine"
+
+
+def hardened_host_config() -> dict[str, Any]:
+    """The least-privilege part of every bench container's host config."""
+    return {"network_mode": "none", "cap_drop": ["ALL"], "security_opt": ["no-new-privileges:true"], "privileged": False}
 
 
 def _reason(exc: BaseException) -> str:
@@ -135,16 +143,3 @@ def find_image(client: Any, ref: str) -> Any | None:
             return None
         raise
 
-
-def repo_digest(image: Any, ref: str | None = None) -> str | None:
-    """The registry (manifest) digest of a local image, preferring the repository of ``ref``."""
-    digests = (image.attrs or {}).get("RepoDigests") or []
-    if ref:
-        from orchestrator.images.refs import parse_ref
-
-        repository = parse_ref(ref).repository
-        for entry in digests:
-            name, _, digest = entry.partition("@")
-            if name == repository:
-                return digest
-    return digests[0].partition("@")[2] if digests else None
