@@ -2,8 +2,9 @@
 
 The tensors follow the analytic layer list of ``orchestrator.models`` (same stages, same counts:
 a check below) under torchvision's ResNet names and PyTorch layouts, written as a safetensors file
-(format ``bench-init-v1``) with its canonical hash; engines report the hash of what they read
-back after loading, so the parity check can tell whether every engine started from these bits.
+(format ``bench-init-v1``; bytes laid out by bench, read back by the ``safetensors`` package) with its
+canonical hash; engines report the hash of what they read back after loading, so the parity check
+can tell whether every engine started from these bits.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from safetensors import safe_open
 
 from bench_engine.initweights import FORMAT, canonical_sha256
 from orchestrator.errors import BadInput
@@ -88,7 +90,15 @@ def generate(arch: str, num_classes: int, channels: int, seed: int) -> dict[str,
 
 
 def write_safetensors(path: Path, tensors: dict[str, np.ndarray], metadata: dict[str, str]) -> None:
-    """A safetensors file of float32 tensors in insertion order, written atomically."""
+    """A safetensors file of float32 tensors in insertion order, written atomically and read back.
+
+    Written by hand on purpose: published manifests hash these bytes and ``bench scenario resume``
+    re-makes a deleted file that must equal the original bit for bit (artifacts/publish.py), so the
+    layout is fixed: compact JSON header, metadata first, tensors in definition order, header padded
+    with spaces to 8 bytes. ``safetensors.numpy.save`` orders tensors by dtype and name, metadata
+    arbitrarily, and pads differently (checked with safetensors 0.8.0: other bytes). The
+    ``safetensors`` package then reads the file back (``verify_safetensors``) before it is put in place.
+    """
     header: dict[str, Any] = {"__metadata__": metadata}
     offset = 0
     for name, value in tensors.items():
@@ -98,12 +108,28 @@ def write_safetensors(path: Path, tensors: dict[str, np.ndarray], metadata: dict
     blob = json.dumps(header, separators=(",", ":")).encode()
     blob += b" " * (-len(blob) % 8)  # safetensors pads the header to 8 bytes
     tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as handle:
-        handle.write(len(blob).to_bytes(8, "little"))
-        handle.write(blob)
-        for value in tensors.values():
-            handle.write(np.ascontiguousarray(value, dtype="<f4").tobytes())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as handle:
+            handle.write(len(blob).to_bytes(8, "little"))
+            handle.write(blob)
+            for value in tensors.values():
+                handle.write(np.ascontiguousarray(value, dtype="<f4").tobytes())
+        verify_safetensors(tmp, tensors, metadata)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def verify_safetensors(path: Path, tensors: dict[str, np.ndarray], metadata: dict[str, str]) -> None:
+    """The safetensors package reads ``path`` as exactly ``tensors`` (same order, shapes, bits) and ``metadata``."""
+    with safe_open(str(path), framework="numpy") as handle:
+        names = list(handle.offset_keys())
+        if names != list(tensors) or (handle.metadata() or {}) != metadata:
+            raise RuntimeError(f"{path}: safetensors reads other tensor names or metadata than bench wrote")
+        for name in names:
+            back, value = handle.get_tensor(name), np.ascontiguousarray(tensors[name], dtype="<f4")
+            if back.dtype != np.float32 or back.shape != value.shape or back.tobytes() != value.tobytes():
+                raise RuntimeError(f"{path}: safetensors reads tensor {name} back differently")
 
 
 def file_name(arch: str, num_classes: int, channels: int, seed: int) -> str:

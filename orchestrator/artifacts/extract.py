@@ -1,8 +1,9 @@
 """Bounded, two-pass extraction of an artifact archive (.tar, .tar.gz, .tar.bz2, .tar.xz).
 
-Pass 1 streams through the archive without writing anything: every member is vetted (no absolute
-path, ``..``, drive letter, symbolic link, device, FIFO, sparse file or duplicate; a hard link only to
-a regular file member before it), ``manifest.json`` is read (at most MAX_MANIFEST bytes), every other
+Pass 1 streams through the archive without writing anything: every member is vetted (``tarsafety``:
+tarfile's data filter for the destination, then bench's stricter rules: no absolute path, ``..``, drive
+letter, symbolic link, device, FIFO, sparse file or duplicate; a hard link only to a regular file member
+before it), ``manifest.json`` is read (at most MAX_MANIFEST bytes), every other
 file must be listed in it with the size it declares and every folder must hold a listed file. The
 decompressed stream is bounded by what the manifest declares (and, before the manifest is read, by
 the free space of the destination): a gzip bomb costs bounded time and memory. The files to write
@@ -185,14 +186,14 @@ def _vet(member: tarfile.TarInfo, tar: tarfile.TarFile, vetted: Vetted, seen: se
     return _read_manifest(handle.read() if handle else b"", top, vetted)
 
 
-def _scan(path: Path, free: int) -> tuple[Vetted, list[ArtifactProblem]]:
+def _scan(path: Path, free: int, dest: Path) -> tuple[Vetted, list[ArtifactProblem]]:
     """Pass 1: vet every member and read the manifest; writes nothing. The stream is bounded by the data
     the manifest declares (before it is read: PRE_MANIFEST_BYTES), never more than ``free``."""
     vetted, problems = Vetted(), []
     limited, tar = _stream(path, MAX_MANIFEST)
     with limited, tar:
         try:
-            _vet_all(tar, limited, vetted, problems, free)
+            _vet_all(tar, limited, vetted, problems, free, dest)
         except Overflow as exc:
             problems.append(ArtifactProblem(path.name, f"refused: the archive {exc}: more than its manifest declares or the "
                                                        "destination's free space (sparse or compressed bomb?)"))
@@ -200,7 +201,8 @@ def _scan(path: Path, free: int) -> tuple[Vetted, list[ArtifactProblem]]:
     return vetted, problems
 
 
-def _vet_all(tar: tarfile.TarFile, limited: _Limited, vetted: Vetted, problems: list[ArtifactProblem], free: int) -> None:
+def _vet_all(tar: tarfile.TarFile, limited: _Limited, vetted: Vetted, problems: list[ArtifactProblem], free: int,
+             dest: Path) -> None:
     """Pass 1's loop: vet each member, tighten the stream's bound once the manifest is read, stop at MAX_PROBLEMS."""
     seen: set[str] = set()
     budget, folders, read = min(free, PRE_MANIFEST_BYTES), set(), MAX_MANIFEST  # read: bytes allowed besides the budget
@@ -211,7 +213,7 @@ def _vet_all(tar: tarfile.TarFile, limited: _Limited, vetted: Vetted, problems: 
             bound = f"{MAX_MEMBERS}" if known else f"{PRE_MANIFEST_MEMBERS} before its {MANIFEST}"
             problems.append(ArtifactProblem("archive", f"too many members (more than {bound})"))
             return
-        why = member_problem(member, hard_links=True)
+        why = member_problem(member, hard_links=True, dest=dest)
         problem = ArtifactProblem(member.name or "?", f"unsafe archive member: {why}") if why else _vet(member, tar, vetted, seen)
         if not known and vetted.declared is not None:  # the manifest was just read: its sizes bound the rest
             budget, folders, read = min(free, sum(vetted.declared.values())), vetted.folders(), limited.count
@@ -248,7 +250,7 @@ def _write(path: Path, vetted: Vetted, dest: Path) -> None:
         for member in tar:
             key = _key(member.name)
             target = (base / PurePosixPath(member.name)).resolve()
-            if member_problem(member, hard_links=True) or not target.is_relative_to(base):
+            if member_problem(member, hard_links=True, dest=base) or not target.is_relative_to(base):
                 raise ValueError(f"archive member {member.name!r} changed between reads")
             if member.isdir():
                 if key not in vetted.dirs:
@@ -290,7 +292,7 @@ def extract_bounded(path: Path, dest: Path) -> list[ArtifactProblem]:
     vetted files written) when it is refused."""
     try:
         free = shutil.disk_usage(dest).free
-        vetted, problems = _scan(path, free)
+        vetted, problems = _scan(path, free, dest)
     except Overflow as exc:
         return [ArtifactProblem(path.name, f"refused: the archive {exc}: more than its manifest declares or the "
                                            f"destination's free space (sparse or compressed bomb?)")]

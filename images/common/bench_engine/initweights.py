@@ -1,20 +1,25 @@
 """Shared initial weights (docs/engine-contract.md, section 3): read a bench-init-v1 file, hash tensors.
 
-The file is safetensors (8-byte little-endian header length, JSON header, raw data), every tensor
-float32 in PyTorch layouts (conv OIHW, dense [out, in]) under torchvision's ResNet names. The
-canonical hash covers names, shapes and values in sorted name order, so an engine can hash what it
-reads back out of its own model after loading and prove it starts from the file's bits.
+The file is safetensors, every tensor float32 in PyTorch layouts (conv OIHW, dense [out, in]) under
+torchvision's ResNet names, read with the ``safetensors`` package. The canonical hash covers names,
+shapes and values in sorted name order, so an engine can hash what it reads back out of its own model
+after loading and prove it starts from the file's bits.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+try:
+    from safetensors import SafetensorError, safe_open
+except ImportError:  # an engine image whose framework base lacks it (images install nothing): bench_engine.initplain
+    safe_open = None
+    SafetensorError = ValueError  # type: ignore[assignment,misc]
 
 FORMAT = "bench-init-v1"
 
@@ -33,24 +38,34 @@ def canonical_sha256(tensors: Mapping[str, Any]) -> str:
     return digest.hexdigest()
 
 
+def _read_safetensors(path: Path) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """Tensors in file order and metadata, read and checked by the safetensors package."""
+    tensors: dict[str, np.ndarray] = {}
+    with safe_open(str(path), framework="numpy") as handle:
+        meta = handle.metadata() or {}
+        for name in getattr(handle, "offset_keys", handle.keys)():  # offset_keys: safetensors >= 0.7
+            dtype = handle.get_slice(name).get_dtype()
+            if dtype != "F32":
+                raise InitError(f"{path}: tensor {name} is {dtype}, bench-init-v1 holds F32 only")
+            tensors[name] = np.array(handle.get_tensor(name), dtype=np.float32)
+    return tensors, meta
+
+
 def read_init(path: str | Path) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """The tensors (in file order) and the metadata of a bench-init-v1 file."""
-    raw = Path(path).read_bytes() if Path(path).is_file() else None
-    if raw is None:
+    path = Path(path)
+    if not path.is_file():
         raise InitError(f"initial weights file missing: {path}")
     try:
-        size = int.from_bytes(raw[:8], "little")
-        header = json.loads(raw[8 : 8 + size])
-        meta = header.pop("__metadata__", {}) or {}
-        data = memoryview(raw)[8 + size :]
-        tensors: dict[str, np.ndarray] = {}
-        for name, entry in sorted(header.items(), key=lambda item: item[1]["data_offsets"][0]):
-            if entry["dtype"] != "F32":
-                raise InitError(f"{path}: tensor {name} is {entry['dtype']}, bench-init-v1 holds F32 only")
-            begin, end = entry["data_offsets"]
-            array = np.frombuffer(data[begin:end], dtype="<f4")
-            tensors[name] = array.reshape(entry["shape"]).astype(np.float32)
-    except (ValueError, KeyError, TypeError) as exc:
+        if safe_open is not None:
+            tensors, meta = _read_safetensors(path)
+        else:
+            from bench_engine.initplain import read_plain
+
+            tensors, meta = read_plain(path)
+    except InitError:
+        raise
+    except (SafetensorError, ValueError, KeyError, TypeError, OSError) as exc:
         raise InitError(f"{path}: not a bench-init-v1 safetensors file ({exc})") from None
     if meta.get("format") != FORMAT:
         raise InitError(f"{path}: format {meta.get('format')!r}, expected {FORMAT}")
