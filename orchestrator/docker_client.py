@@ -1,7 +1,7 @@
 """The Docker daemon as bench sees it: connecting, reachability, GPU support, local images, and
 what every container bench creates carries (its labels, the least-privilege baseline).
 
-Shared by the image builds (:mod:`orchestrator.images`) and the docker runtime
+Shared by the image builds (:mod:`orchestrator.imagebuild`) and the docker runtime
 (:mod:`orchestrator.runtimes.docker`); it imports neither. Everything here goes through the
 Docker SDK (``docker`` package). Nothing is ever pulled implicitly: a missing image is
 reported, never fetched behind the user's back.

@@ -18,7 +18,7 @@ from pathlib import Path
 from types import ModuleType
 
 from orchestrator.artifacts.manifest import file_sha256
-from orchestrator.engines import get_engine
+from orchestrator.engines.registry import get_engine
 from orchestrator.errors import BadInput
 
 

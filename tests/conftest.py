@@ -40,7 +40,7 @@ def smoke_split(data_dir: Path):
 @pytest.fixture()
 def make_spec(smoke_split) -> Callable[..., dict[str, Any]]:
     """Build a run spec from the example fixture: make_spec("jax", precision="bf16", ...)."""
-    from orchestrator.models import trainable_parameters
+    from orchestrator.model.layers import trainable_parameters
 
     base = json.loads((FIXTURES / "example-run-spec.json").read_text())
 
@@ -95,7 +95,7 @@ def run_engine(tmp_path: Path) -> Callable[[dict[str, Any]], tuple[int, dict[str
 def _fresh_engine_discovery():
     """Engine discovery is cached per process: a test that points it at the fake engines
     (BENCH_ENGINE_PATH, undone by monkeypatch) must not leave them to the tests after it."""
-    from orchestrator.engines import discover
+    from orchestrator.engines.registry import discover
 
     discover.cache_clear()
     yield

@@ -6,7 +6,7 @@ was changed after bench wrote it: resume refuses it (exit 2), because rewriting 
 make the change pass validation. ``--force`` resumes anyway and records the override, with the problems
 found, in ``integrity.json`` (listed in the manifest like every file), which ``bench results show``
 and ``bench results validate`` then point out. The unlisted files of a folder in flight are what an
-interrupted run left: not counted, and never kept as a measured run (see :mod:`orchestrator.resume`).
+interrupted run left: not counted, and never kept as a measured run (see :mod:`orchestrator.run.resume`).
 """
 
 from __future__ import annotations

@@ -8,9 +8,9 @@ import typer
 
 from orchestrator.cli.console import out, print_json
 from orchestrator.cli.results_view import WideOption, rich_table
-from orchestrator.engines import discover
-from orchestrator.hostinfo import host_facts
-from orchestrator.provenance import describe_host, run_host
+from orchestrator.engines.registry import discover
+from orchestrator.host.hostinfo import host_facts
+from orchestrator.host.provenance import describe_host, run_host
 from orchestrator.reports.model import Table
 from orchestrator.reports.views import Field, view
 from orchestrator.terminal import markup
@@ -92,7 +92,7 @@ def create(engine: str = typer.Argument(..., help="Engine whose pinned requireme
 
     Python engines get a venv with their pinned requirements; OpenNN is compiled once
     (library + driver) into ~/.cache/bench/opennn/<checksums>/."""
-    from orchestrator.engines import get_engine
+    from orchestrator.engines.registry import get_engine
 
     if get_engine(engine).build:
         from orchestrator.opennn_build import BuildRequest, build
@@ -100,7 +100,7 @@ def create(engine: str = typer.Argument(..., help="Engine whose pinned requireme
         driver = build(BuildRequest(cuda=cuda, vendor=vendor, cuda_arch=cuda_arch, cudnn_root=cudnn_root, deps_prefix=deps_prefix, jobs=jobs))
         out.print(f"[green]ready[/]: {markup(engine)} -> {markup(driver)}")
         return
-    from orchestrator.envs import create_env
+    from orchestrator.engines.venvs import create_env
 
     python = create_env(engine, system_site_packages)
     out.print(f"[green]ready[/]: {markup(engine)} -> {markup(python)}")

@@ -79,8 +79,8 @@ def build(
     as_json: bool = AsJson,
 ) -> None:
     """Build engine images, read their framework/CUDA/cuDNN versions from inside, and record them in the lock."""
-    from orchestrator.images.build import build_engine_image
-    from orchestrator.images.metadata import get_image_meta, image_engines
+    from orchestrator.imagebuild.build import build_engine_image
+    from orchestrator.imagebuild.metadata import get_image_meta, image_engines
 
     _use_lock(lock)
     if engine is None and base:
@@ -109,7 +109,7 @@ def bump(
     as_json: bool = AsJson,
 ) -> None:
     """Update the pinned base of ENGINE (image.yaml + Dockerfile), rebuild, and record the new image."""
-    from orchestrator.images.bump import bump_engine_image
+    from orchestrator.imagebuild.bump import bump_engine_image
 
     _use_lock(lock)
     with RichBuildReporter(engine, quiet or as_json) as reporter:
@@ -124,7 +124,7 @@ def bump(
 @image_app.command("list")
 def list_cmd(lock: Path = LockOption, wide: bool = WideOption, as_json: bool = AsJson) -> None:
     """Engines with images: default base, built and locked image ids, framework/CUDA/cuDNN versions."""
-    from orchestrator.images.inspect import image_rows
+    from orchestrator.imagebuild.inspect import image_rows
 
     _use_lock(lock)
     rows = image_rows()
@@ -153,7 +153,7 @@ def images_table(rows: list[dict[str, Any]], wide: bool) -> Table:
 @image_app.command("inspect")
 def inspect_cmd(engine: str = typer.Argument(..., help="Engine whose image to describe."), lock: Path = LockOption, as_json: bool = AsJson) -> None:
     """Everything known about ENGINE's image: metadata, lock entry, the local image and its labels."""
-    from orchestrator.images.inspect import inspect_image
+    from orchestrator.imagebuild.inspect import inspect_image
 
     _use_lock(lock)
     facts = inspect_image(engine)

@@ -47,7 +47,7 @@ def show(artifact: Path = typer.Argument(..., help="Artifact folder (or .tar.gz 
          as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON, with the artifact's warnings.")) -> None:
     """Print an artifact's runs, statistics, cross-engine ratios and claims (compact; --wide: every column)."""
     from orchestrator.artifacts.archive import artifact_folder
-    from orchestrator.runtime_use import artifact_warnings
+    from orchestrator.judge.runtime_use import artifact_warnings
 
     with artifact_folder(_folder(artifact)) as root:
         summary = load_summary(root)

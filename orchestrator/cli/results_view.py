@@ -89,8 +89,8 @@ def artifact_claims(root: Path) -> dict[str, Any] | None:
 def render_summary(summary: dict[str, Any], wide: bool = False, root: Path | None = None) -> list[str]:
     """Print the tables of a summary (the claims of the artifact's scenario with them when ``root`` is given), then
     the warnings of the artifact's runs (runtimes or images that differ); returns those warnings."""
+    from orchestrator.judge.runtime_use import artifact_warnings
     from orchestrator.reports.summary_tables import summary_tables
-    from orchestrator.runtime_use import artifact_warnings
 
     print_tables(summary_tables(summary, wide, artifact_claims(root) if root else None), wide)
     warnings = artifact_warnings(root, summary) if root else []
@@ -105,10 +105,10 @@ def with_warnings(document: dict[str, Any], warnings: list[str]) -> dict[str, An
 
 def print_outcome(root: Path, summary: dict[str, Any], as_json: bool, wide: bool) -> None:
     """The end of a run or resume: the summary's tables and the artifact's warnings, or them as JSON."""
-    from orchestrator.runtime_use import artifact_warnings
+    from orchestrator.judge.runtime_use import artifact_warnings
 
     if as_json:  # no tables to carry the groups' warnings: they go to stderr, beside the progress
-        from orchestrator.trust import warning_lines
+        from orchestrator.judge.trust import warning_lines
 
         for line in warning_lines(summary["groups"]):
             print_warning(line)

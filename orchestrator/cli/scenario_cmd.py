@@ -65,7 +65,7 @@ def run(
     slurm_shared_dir: slurm_options.SharedDir = None,
 ) -> None:
     """Run a scenario and write a hashed, schema-valid artifact."""
-    from orchestrator.execute import RunOptions, run_scenario
+    from orchestrator.run.execute import RunOptions, run_scenario
 
     if device not in ("auto", "cpu", "cuda"):
         raise BadInput(f"--device: '{device}' is not one of auto, cpu, cuda")

@@ -1,7 +1,7 @@
 """``bench scenario resume ARTIFACT_DIR``: run again only the runs without a valid result.
 
 Adds the ``resume`` command to ``bench scenario`` (the app of ``scenario_cmd``); works for every
-runtime. See :mod:`orchestrator.resume` for what is kept and where old attempts go.
+runtime. See :mod:`orchestrator.run.resume` for what is kept and where old attempts go.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def resume_cmd(
 ) -> None:
     """Run again, into the same artifact, every run that has no valid result; keep the valid ones."""
     from orchestrator.artifacts.lock import artifact_lock
-    from orchestrator.resume import plan_resume
+    from orchestrator.run.resume import plan_resume
 
     if device is not None and device not in ("auto", "cpu", "cuda"):
         raise BadInput(f"--device: '{device}' is not one of auto, cpu, cuda")
@@ -57,7 +57,7 @@ def resume_cmd(
 
 def _resume(artifact_dir: Path, runtime: str | None, device: str | None, python: str | None, force: bool, as_json: bool,
             wide: bool, verbose: bool, slurm_values: tuple) -> None:
-    from orchestrator.resume import plan_resume, resume
+    from orchestrator.run.resume import plan_resume, resume
     from orchestrator.runtimes.slurm_job import settings_from_cli
 
     forced = bool(_check_integrity(artifact_dir, force, False))

@@ -137,7 +137,7 @@ def _first_block_means(data: ReportData, engine: str, precision: str, status: st
 def lost_work_table(data: ReportData, as_published: ReportData | None) -> Table | None:
     """Second signals of the work an invalid as-published run did not do, against the fair run of the same engine:
     how far its weights moved, and how far its block-mean losses stray (None without invalid as-published runs)."""
-    from orchestrator.trajectory import relative_deviation
+    from orchestrator.judge.trajectory import relative_deviation
 
     if as_published is None:
         return None

@@ -13,8 +13,8 @@ from orchestrator.artifacts.layout import MANIFEST, RUNS, SCENARIO, SUMMARY
 from orchestrator.artifacts.validate import MAX_DOCUMENT_BYTES, ArtifactProblem, validate_artifact
 from orchestrator.artifacts.walk import read_bytes_no_follow, walk
 from orchestrator.errors import BadInput
+from orchestrator.host.telemetry import CSV_NAME, parse_csv
 from orchestrator.schemas import SchemaError, validate
-from orchestrator.telemetry import CSV_NAME, parse_csv
 
 
 @dataclass

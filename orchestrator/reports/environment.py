@@ -11,10 +11,10 @@ from orchestrator.reports.data import ReportData, RunData
 from orchestrator.reports.formats import DASH, RATE, flag, number
 from orchestrator.reports.model import Column, Table, columns
 
-# summary.json host: the artifact-wide facts (orchestrator/hostinfo.py), in the order shown
+# summary.json host: the artifact-wide facts (orchestrator/host/hostinfo.py), in the order shown
 SUMMARY_FACTS = (("hostname", "hostname"), ("os", "os"), ("machine", "machine"), ("cpu_count", "cpus"), ("python", "python"),
                  ("bench_version", "bench"))
-# run.json host: the host state before each run (orchestrator/provenance.py), in the order shown
+# run.json host: the host state before each run (orchestrator/host/provenance.py), in the order shown
 LOAD = "load_avg"
 RUN_FACTS = (("cpu_model", "CPU model"), ("cpu_affinity", "CPU affinity"), ("governors", "CPU frequency governor"),
              ("scaling_driver", "CPU scaling driver"), ("boost", "CPU boost / turbo"), (LOAD, "load average 1, 5, 15 min"),

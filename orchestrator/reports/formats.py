@@ -28,7 +28,7 @@ class Span(NamedTuple):
 
     @classmethod
     def labelled(cls, stats: dict[str, Any] | None) -> Span | None:
-        """The ``interval`` block ({kind, low, high}) of a statistics block (orchestrator.stats), or None."""
+        """The ``interval`` block ({kind, low, high}) of a statistics block (orchestrator.judge.stats), or None."""
         block = (stats or {}).get("interval")
         return cls(block["low"], block["high"], block["kind"]) if block else None
 

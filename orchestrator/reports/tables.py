@@ -226,7 +226,7 @@ def numerical_parity(data: ReportData) -> Table:
     notes = ["Engine pairs that started from the same shared weights. first steps: the training losses of the first steps "
              "(up to 20), step by step, where both runs record every step; tolerance grows with the step. block means: the mean "
              "training loss of every harness block (warmup block 0, then each timing window) over the whole run, OpenNN included; "
-             "constant tolerance per precision, provisional until measured on a GPU (orchestrator/trajectory.py). "
+             "constant tolerance per precision, provisional until measured on a GPU (orchestrator/judge/trajectory.py). "
              "parity_warning: runs kept, flagged."]
     if not cells:
         notes.append("No pair of training runs with recorded losses in the same cell.")

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.engines import EngineInfo
+from orchestrator.engines.registry import EngineInfo
 
 LineSink = Callable[[str], None]
 

@@ -36,7 +36,7 @@ This module holds the runtime and the container's lifecycle; each other job has 
 ``docker_security`` (least privilege, the inspected options), ``docker_options`` (the container's
 options as data), ``docker_ownership`` (its user, the run folder's and cache volume's owner),
 ``docker_watchdog``; the daemon client is :mod:`orchestrator.docker_client` and the image's
-facts :mod:`orchestrator.images.facts`.
+facts :mod:`orchestrator.imagebuild.facts`.
 """
 
 from __future__ import annotations
@@ -49,9 +49,9 @@ from typing import Any
 
 from orchestrator import signals
 from orchestrator.docker_client import NO_GPU_SUPPORT, _reason, connect, find_image
-from orchestrator.engines import EngineInfo
+from orchestrator.engines.registry import EngineInfo
 from orchestrator.errors import BadInput
-from orchestrator.images.facts import image_facts
+from orchestrator.imagebuild.facts import image_facts
 from orchestrator.runtimes import docker_watchdog
 from orchestrator.runtimes.base import Execution, LineSink, RunPaths, Runtime
 from orchestrator.runtimes.docker_gpus import gpu_access
@@ -77,7 +77,7 @@ class DockerRuntime(Runtime):
     def image_ref(self, engine: EngineInfo, settings: dict[str, Any]) -> str:
         if settings.get("image"):
             return str(settings["image"])
-        from orchestrator.images.metadata import get_image_meta
+        from orchestrator.imagebuild.metadata import get_image_meta
 
         return get_image_meta(engine.name).tag
 

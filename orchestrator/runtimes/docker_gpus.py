@@ -8,7 +8,7 @@ from typing import Any
 
 from orchestrator.docker_client import NO_GPU_SUPPORT, GpuSupport, gpu_support, is_local_daemon
 from orchestrator.errors import BadInput
-from orchestrator.gpus import nvml_snapshot, visible_ids
+from orchestrator.host.gpus import nvml_snapshot, visible_ids
 
 
 @dataclass(frozen=True)

@@ -10,10 +10,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from orchestrator.engines import EngineInfo
+from orchestrator.engines.registry import EngineInfo
 from orchestrator.envvars import refuse_internal, without_internal
 from orchestrator.errors import BadInput
-from orchestrator.gpus import visible_ids
+from orchestrator.host.gpus import visible_ids
 from orchestrator.runtimes.base import Execution, LineSink, RunPaths, Runtime
 from orchestrator.runtimes.process import run_streamed
 
@@ -36,7 +36,7 @@ def compile_cache_env() -> dict[str, str]:
 
 def resolve_interpreter(engine: EngineInfo, settings: dict[str, Any]) -> str:
     """--python / engines.<name>.interpreter / a bench-managed env / the current interpreter."""
-    from orchestrator.envs import managed_interpreter
+    from orchestrator.engines.venvs import managed_interpreter
 
     chosen = settings.get("interpreter") or managed_interpreter(engine.name) or sys.executable
     found = shutil.which(chosen) if os.sep not in chosen else (chosen if Path(chosen).exists() else None)

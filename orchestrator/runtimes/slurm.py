@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator import signals
-from orchestrator.engines import EngineInfo
+from orchestrator.engines.registry import EngineInfo
 from orchestrator.envvars import without_internal
 from orchestrator.errors import BadInput
 from orchestrator.runtimes.base import Execution, LineSink, RunPaths, Runtime
@@ -123,7 +123,7 @@ def image_for(engine: EngineInfo, settings: dict[str, Any], cfg: SlurmSettings, 
     if given:
         return str(given)
     try:
-        from orchestrator.images.metadata import get_image_meta
+        from orchestrator.imagebuild.metadata import get_image_meta
 
         tag = get_image_meta(engine.name).tag
     except Exception:  # no image metadata for this engine: bench's conventional tag

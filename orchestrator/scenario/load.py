@@ -10,10 +10,10 @@ from typing import Any
 import yaml
 
 from orchestrator.data.sources import check_workload_dataset
-from orchestrator.engines import discover
+from orchestrator.engines.registry import discover
 from orchestrator.errors import BadInput
-from orchestrator.initweights import shared_archs
-from orchestrator.models import known_archs
+from orchestrator.model.initweights import shared_archs
+from orchestrator.model.layers import known_archs
 from orchestrator.paths import scenarios_dir
 from orchestrator.scenario import overrides as ov
 from orchestrator.scenario.bounds import check_matrix_size, check_numbers

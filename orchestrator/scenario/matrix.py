@@ -7,11 +7,11 @@ from typing import Any
 
 from bench_engine.schedule import steps_per_epoch
 from orchestrator.data import PreparedSplit
-from orchestrator.engines import discover
+from orchestrator.engines.refusals import PlanFacts
+from orchestrator.engines.registry import discover
 from orchestrator.errors import BadInput
-from orchestrator.initweights import init_mode
-from orchestrator.models import trainable_parameters
-from orchestrator.refusals import PlanFacts
+from orchestrator.model.initweights import init_mode
+from orchestrator.model.layers import trainable_parameters
 from orchestrator.scenario.bounds import check_matrix_size
 from orchestrator.scenario.load import Scenario
 
@@ -103,7 +103,7 @@ def build_spec(scenario: Scenario, plan: RunPlan, split: PreparedSplit, dataset_
                init: dict[str, Any] | None = None) -> dict[str, Any]:
     """The run-spec document for one plan (validated by the caller before it is written).
 
-    ``init``: the spec's ``parity.init`` block (orchestrator.initweights.shared_init); None: framework.
+    ``init``: the spec's ``parity.init`` block (orchestrator.model.initweights.shared_init); None: framework.
     """
     workload = scenario.workload
     drop_last = workload["batch"].get("drop_last", True)

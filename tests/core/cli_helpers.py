@@ -13,7 +13,7 @@ FAKE_SCENARIO = FIXTURES / "fake_scenario.yaml"
 
 
 def use_fake_engines(monkeypatch: pytest.MonkeyPatch) -> None:
-    from orchestrator.engines import discover
+    from orchestrator.engines.registry import discover
 
     monkeypatch.setenv("BENCH_ENGINE_PATH", os.pathsep.join([str(FIXTURES / "fake_engine"), str(FIXTURES / "fake_engine2")]))
     discover.cache_clear()

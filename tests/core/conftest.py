@@ -11,7 +11,7 @@ from tests.core.cli_helpers import use_fake_engines
 def fake_engines(monkeypatch: pytest.MonkeyPatch, data_dir):
     use_fake_engines(monkeypatch)
     yield
-    from orchestrator.engines import discover
+    from orchestrator.engines.registry import discover
 
     monkeypatch.delenv("BENCH_ENGINE_PATH", raising=False)
     discover.cache_clear()

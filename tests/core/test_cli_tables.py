@@ -14,7 +14,7 @@ from orchestrator.cli.console import out
 from orchestrator.cli.data_cmd import splits_table
 from orchestrator.cli.env_cmd import engines_table
 from orchestrator.cli.image_cmd import images_table
-from orchestrator.cli.results_more_cmd import environment_table
+from orchestrator.cli.results_output_cmd import environment_table
 from orchestrator.cli.results_view import rich_table
 from orchestrator.reports.model import Table
 from tests.core.cli_helpers import run_cli

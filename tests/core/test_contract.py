@@ -12,7 +12,7 @@ import pytest
 from bench_engine.api import Engine, StepBatch, Workload
 from bench_engine.contract import EngineResult, ResultMeasurements, RunSpec, Window, thin
 from bench_engine.main import execute
-from orchestrator.parity import expected_samples
+from orchestrator.judge.parity import expected_samples
 from orchestrator.schemas import validate
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "example-run-spec.json"

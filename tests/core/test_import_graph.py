@@ -1,5 +1,5 @@
 """The modules stand in layers: no import cycle among orchestrator/ and images/common/ (lazy imports count),
-and none between the folders of orchestrator/ (images/, runtimes/, ...: one direction only)."""
+and none between the folders of orchestrator/ (imagebuild/, runtimes/, ...: one direction only, in LAYERS)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = {"orchestrator": ROOT / "orchestrator", "bench_engine": ROOT / "images" / "common" / "bench_engine"}
 ENGINES = ("pytorch", "jax", "tensorflow", "opennn")  # images/<engine>/bench_<engine>: each acyclic over bench_engine
+# The folders of orchestrator/, lowest first: each imports only folders before it (its own top-level modules,
+# errors.py, jsonio.py, ..., are shared plumbing and no layer).
+LAYERS = ("engines", "model", "host", "data", "imagebuild", "runtimes", "scenario", "artifacts", "judge", "run", "reports", "cli")
 
 
 def module_files(packages: dict[str, Path]) -> dict[str, Path]:
@@ -120,8 +123,19 @@ def test_no_import_cycle() -> None:
 def test_no_import_cycle_between_folders() -> None:
     graph = import_graph(module_files({"orchestrator": PACKAGES["orchestrator"]}))
     folders = folder_graph(graph, "orchestrator", PACKAGES["orchestrator"])
-    assert {"orchestrator.images", "orchestrator.runtimes", "orchestrator.cli"} <= set(folders)
+    assert {"orchestrator.imagebuild", "orchestrator.runtimes", "orchestrator.cli"} <= set(folders)
     assert cycles(folders) == []
+
+
+def test_folders_import_only_the_layers_below() -> None:
+    """Every folder of orchestrator/ is in LAYERS and imports only folders listed before it."""
+    graph = import_graph(module_files({"orchestrator": PACKAGES["orchestrator"]}))
+    folders = folder_graph(graph, "orchestrator", PACKAGES["orchestrator"])
+    assert {name.removeprefix("orchestrator.") for name in folders} == set(LAYERS)  # a new folder takes its place in LAYERS
+    rank = {layer: position for position, layer in enumerate(LAYERS)}
+    upward = sorted(f"{source} -> {target}" for source, targets in folders.items() for target in targets
+                    if rank[target.removeprefix("orchestrator.")] >= rank[source.removeprefix("orchestrator.")])
+    assert upward == []
 
 
 def test_no_import_cycle_in_an_engine_package() -> None:

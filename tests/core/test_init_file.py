@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from bench_engine import initweights as engine_side
-from orchestrator.initweights import write_init, write_safetensors
+from orchestrator.model.initweights import write_init, write_safetensors
 
 # sha256 of the files the hand-written writer produced before the safetensors package was adopted
 RESNET50_C10_CH3_SEED0 = "23c8eedf86f8598dc0153573b8636d9c2505d4058612246d46f7a2a4111cb5f0"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.artifacts import validate_artifact
-from orchestrator.maxbatch import chosen_batch, search
+from orchestrator.run.maxbatch import chosen_batch, search
 from tests.core.cli_helpers import FAKE_SCENARIO, run_cli
 
 

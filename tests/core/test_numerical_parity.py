@@ -10,11 +10,9 @@ import numpy as np
 import pytest
 
 from orchestrator.errors import BadInput
-from orchestrator.initweights import canonical_sha256, generate, resnet50_tensors, write_init
-from orchestrator.models import trainable_parameters
-from orchestrator.stats import sample_summary
-from orchestrator.summary import summarize
-from orchestrator.trajectory import (
+from orchestrator.judge.stats import sample_summary
+from orchestrator.judge.summary import summarize
+from orchestrator.judge.trajectory import (
     BLOCK_MEAN_TOLERANCE,
     TrajectoryRun,
     compare_block_means,
@@ -22,6 +20,8 @@ from orchestrator.trajectory import (
     numerical_parity,
     tolerance,
 )
+from orchestrator.model.initweights import canonical_sha256, generate, resnet50_tensors, write_init
+from orchestrator.model.layers import trainable_parameters
 from tests.conftest import load_schema
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "images" / "common"))

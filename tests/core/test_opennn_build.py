@@ -109,8 +109,8 @@ def test_cache_keys_follow_the_sources(tmp_path: Path, monkeypatch: pytest.Monke
 
 def test_image_context_takes_the_vendored_archives(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from orchestrator.errors import BadInput
-    from orchestrator.images.build import vendor_files
-    from orchestrator.images.metadata import get_image_meta
+    from orchestrator.imagebuild.build import vendor_files
+    from orchestrator.imagebuild.metadata import get_image_meta
 
     meta = get_image_meta("opennn")
     monkeypatch.setenv("BENCH_OPENNN_VENDOR", str(fake_vendor(tmp_path / "v")))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 
-from orchestrator.parity import canonical_dtype, check_against_spec, cross_engine, expected_blocks, expected_samples
+from orchestrator.judge.parity import canonical_dtype, check_against_spec, cross_engine, expected_blocks, expected_samples
 
 
 def make_spec(samples=100, batch=32, steps=3, epochs=2, precision="fp32"):

@@ -74,7 +74,7 @@ def test_engine_yaml_precisions_are_registry_names() -> None:
 
 
 def test_an_engine_yaml_with_an_unknown_precision_is_refused(tmp_path: Path) -> None:
-    from orchestrator.engines import _precisions
+    from orchestrator.engines.registry import _precisions
     from orchestrator.errors import BadInput
 
     assert _precisions({}, tmp_path / "engine.yaml") == ("fp32",)
@@ -84,7 +84,7 @@ def test_an_engine_yaml_with_an_unknown_precision_is_refused(tmp_path: Path) -> 
 
 def test_parity_derives_from_the_registry(monkeypatch: pytest.MonkeyPatch) -> None:
     """parity reads the registry: a changed meaning changes the verdict."""
-    from orchestrator import parity
+    from orchestrator.judge import parity
 
     policy = {"name": "fp32", "compute_dtype": "float32", "param_dtype": "float32",
               "tf32_matmul": False, "tf32_conv": False, "loss_scaling": False}

@@ -11,7 +11,7 @@ import pytest
 from orchestrator.cli.pace import Mark, Pace, duration_text
 from orchestrator.cli.phases import PhaseBoard
 from orchestrator.cli.reporter import RichReporter
-from orchestrator.runlength import cpu_run_warning, matrix_length, runs_on_cpu
+from orchestrator.run.runlength import cpu_run_warning, matrix_length, runs_on_cpu
 from orchestrator.scenario import RunPlan, expand, load_scenario
 from tests.core.cli_helpers import FAKE_SCENARIO, run_cli
 
@@ -125,7 +125,7 @@ def test_cpu_warning_stays_quiet(device: str, runtime: str, gpus: dict, smoke: b
 
 @pytest.mark.usefixtures("fake_engines")
 def test_json_run_keeps_stdout_json_and_shows_progress_on_stderr(capsys, monkeypatch, tmp_path) -> None:
-    from orchestrator import gpus
+    from orchestrator.host import gpus
 
     monkeypatch.setattr(gpus, "nvml_snapshot", lambda: NO_GPU)
     code, out, err = run_cli(capsys, monkeypatch, "scenario", "run", str(FAKE_SCENARIO), "--runtime", "local", "--json",
@@ -141,7 +141,7 @@ def test_json_run_keeps_stdout_json_and_shows_progress_on_stderr(capsys, monkeyp
 
 @pytest.mark.usefixtures("fake_engines")
 def test_smoke_run_draws_no_cpu_warning(capsys, monkeypatch, tmp_path) -> None:
-    from orchestrator import gpus
+    from orchestrator.host import gpus
 
     monkeypatch.setattr(gpus, "nvml_snapshot", lambda: NO_GPU)
     code, out, err = run_cli(capsys, monkeypatch, "scenario", "run", str(FAKE_SCENARIO), "--runtime", "local", "--json", "--smoke",

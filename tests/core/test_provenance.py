@@ -1,4 +1,4 @@
-"""Host provenance (orchestrator/provenance.py) read from fake /proc and /sys trees, and its place in run.json."""
+"""Host provenance (orchestrator/host/provenance.py) read from fake /proc and /sys trees, and its place in run.json."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import execute, provenance
 from orchestrator.artifacts import validate_artifact
-from orchestrator.provenance import cpu_list, describe_host, run_host
+from orchestrator.host import provenance
+from orchestrator.host.provenance import cpu_list, describe_host, run_host
+from orchestrator.run import execute
 from orchestrator.schemas import SchemaError, validate
 from tests.core.cli_helpers import FAKE_SCENARIO, run_cli
 
@@ -158,7 +159,7 @@ def test_cpu_flags_from_a_fake_cpuinfo(tmp_path: Path, cpuinfo: str, flags: list
 
 
 def test_speed_flags_of_a_text() -> None:
-    from orchestrator.cpuflags import speed_flags
+    from orchestrator.host.cpuflags import speed_flags
 
     assert speed_flags("flags : avx2 amx_tile avx512_bf16 avx2\nflags : sse4_2\n") == ["avx2", "avx512_bf16", "amx_tile"]  # first CPU only
     assert speed_flags("") is None

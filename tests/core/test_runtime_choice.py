@@ -8,10 +8,10 @@ from typing import Any, ClassVar
 
 import pytest
 
-from orchestrator import execute
-from orchestrator.engines import EngineInfo
+from orchestrator.engines.registry import EngineInfo
 from orchestrator.errors import BadInput
-from orchestrator.runtime_choice import RuntimeChoice, choice_line, lock_note, without_suggestion
+from orchestrator.run import execute
+from orchestrator.run.runtime_choice import RuntimeChoice, choice_line, lock_note, without_suggestion
 from orchestrator.runtimes.base import Execution, Runtime
 from tests.core.cli_helpers import use_fake_engines
 
@@ -91,7 +91,7 @@ def test_no_line_for_a_runtime_asked_for(fakes: type[FakeDocker]) -> None:
 
 
 def test_lock_note(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from orchestrator.images.lock import SCHEMA_VERSION
+    from orchestrator.imagebuild.lock import SCHEMA_VERSION
 
     lock = tmp_path / "images.lock.json"
     monkeypatch.setenv("BENCH_IMAGES_LOCK", str(lock))

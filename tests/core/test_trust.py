@@ -1,4 +1,4 @@
-"""Trust warnings (orchestrator/trust.py): each kind fires on the facts that call for it and stays quiet otherwise;
+"""Trust warnings (orchestrator/judge/trust.py): each kind fires on the facts that call for it and stays quiet otherwise;
 the summary carries them per run and per group, schema-valid, and the terminal lines name the groups."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from orchestrator import trust
+from orchestrator.judge import trust
+from orchestrator.judge.summary import summarize
+from orchestrator.judge.trust import GroupFacts, RunFacts, group_warnings, run_warnings, warning_lines
 from orchestrator.schemas import validate
-from orchestrator.summary import summarize
-from orchestrator.trust import GroupFacts, RunFacts, group_warnings, run_warnings, warning_lines
 
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATE = json.loads((REPO / "tests" / "results" / "fixtures" / "result-template.json").read_text())
@@ -162,4 +162,4 @@ def test_warning_lines_name_the_groups() -> None:
 
 def test_the_readme_lists_every_kind() -> None:
     readme = (REPO / "README.md").read_text()
-    assert trust.markdown_table() in readme, "README's warnings table differs: python3 -m orchestrator.trust"
+    assert trust.markdown_table() in readme, "README's warnings table differs: python3 -m orchestrator.judge.trust"

@@ -12,7 +12,7 @@ import pytest
 from orchestrator.data.imagefolder import decode
 from orchestrator.data.sources import prepare_named
 from orchestrator.errors import BadInput
-from orchestrator.execute import prepare_dataset
+from orchestrator.run.execute import prepare_dataset
 from orchestrator.scenario import load_scenario
 
 Image = pytest.importorskip("PIL.Image", reason="Pillow is optional; the folder reader needs it")

@@ -11,7 +11,7 @@ import pytest
 from bench_engine.data import split_sha256
 from orchestrator.data.sources import prepare_named
 from orchestrator.errors import BadInput
-from orchestrator.execute import prepare_dataset
+from orchestrator.run.execute import prepare_dataset
 from orchestrator.scenario import load_scenario
 
 REPO = Path(__file__).resolve().parents[2]
@@ -84,7 +84,7 @@ def test_synthetic_source_unchanged(cache):
 def test_scenario_run_on_prepared_cifar10_passes_parity(cache, cifar_archive, bench, monkeypatch, tmp_path):
     import os
 
-    from orchestrator.engines import discover
+    from orchestrator.engines.registry import discover
 
     monkeypatch.setenv("BENCH_ENGINE_PATH", os.pathsep.join(map(str, FAKE_ENGINES)))
     discover.cache_clear()

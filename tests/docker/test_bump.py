@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-import orchestrator.images.bump as bump_module
-import orchestrator.images.metadata as metadata
+import orchestrator.imagebuild.bump as bump_module
+import orchestrator.imagebuild.metadata as metadata
 from orchestrator.errors import BadInput
-from orchestrator.images.build import BuildError, Built
+from orchestrator.imagebuild.build import BuildError, Built
 from tests.docker.conftest import REPO, FakeClient, FakeImage
 
 DIGEST = "sha256:" + "c" * 64

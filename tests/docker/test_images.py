@@ -16,11 +16,11 @@ import pytest
 import yaml
 
 from orchestrator.errors import BadInput
-from orchestrator.images import lock as lockfile
-from orchestrator.images.build import BuildError, BuildStream, QuietReporter, _build, build_context
-from orchestrator.images.metadata import _load, dockerfile_default_base, get_image_meta, image_engines, set_default_base
-from orchestrator.images.probe import parse_probe_output, probe_spec
-from orchestrator.images.refs import parse_ref, require_pinned
+from orchestrator.imagebuild import lock as lockfile
+from orchestrator.imagebuild.build import BuildError, BuildStream, QuietReporter, _build, build_context
+from orchestrator.imagebuild.metadata import _load, dockerfile_default_base, get_image_meta, image_engines, set_default_base
+from orchestrator.imagebuild.probe import parse_probe_output, probe_spec
+from orchestrator.imagebuild.refs import parse_ref, require_pinned
 from tests.docker.conftest import REPO
 
 DIGEST = "sha256:" + "0123456789abcdef" * 4
@@ -158,7 +158,7 @@ def test_probe_spec_and_output() -> None:
 def test_probe_runs_against_the_local_python() -> None:
     """The probe script itself, run by this interpreter (torch is a test dependency here)."""
     pytest.importorskip("torch")
-    from orchestrator.images.probe import PROBE_SOURCE
+    from orchestrator.imagebuild.probe import PROBE_SOURCE
 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "images" / "common"), str(REPO / "images" / "pytorch")])}
     proc = subprocess.run([sys.executable, "-c", PROBE_SOURCE, json.dumps(probe_spec(get_image_meta("pytorch")))],

@@ -9,7 +9,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from orchestrator.engines import get_engine
+from orchestrator.engines.registry import get_engine
 from orchestrator.errors import BadInput
 from orchestrator.runtimes.base import RunPaths
 from orchestrator.runtimes.docker import DockerRuntime

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.engines import get_engine
+from orchestrator.engines.registry import get_engine
 from orchestrator.errors import BadInput
 from tests.engines.readback_helpers import add_paths
 

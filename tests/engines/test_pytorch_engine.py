@@ -13,7 +13,7 @@ for _path in (REPO / "images" / "common", REPO / "images" / "pytorch"):
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
 
-from orchestrator.models import trainable_parameters  # noqa: E402
+from orchestrator.model.layers import trainable_parameters  # noqa: E402
 from tests.engine_outcomes import expect_block_means, expect_failed, expect_ok  # noqa: E402
 
 EXPECTED_10 = trainable_parameters("resnet50_v1.5", 10)

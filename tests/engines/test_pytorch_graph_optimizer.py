@@ -127,7 +127,7 @@ def test_engine_refuses_what_engine_yaml_refuses() -> None:
     """Every engine.yaml refuse rule is one the engine itself cannot run (the two stay in step)."""
     from bench_engine.api import UnsupportedError
     from bench_pytorch.options import resolve_plan
-    from orchestrator.engines import get_engine
+    from orchestrator.engines.registry import get_engine
 
     rules = get_engine("pytorch").refuse
     assert rules
@@ -151,7 +151,7 @@ def test_report_configuration_is_expressible_and_said_plainly() -> None:
     assert said["fused_optimizer"] == (False, "option: Adam default (not fused; foreach on CUDA) implementation")
     assert said["compile"] == (True, "option: torch.compile(mode='default')")
     assert said["channels_last"] == (True, "option: NHWC on cuda")
-    from orchestrator.engines import get_engine
+    from orchestrator.engines.registry import get_engine
 
     get_engine("pytorch").check_options(options, "engines.pytorch.options")
 
@@ -196,9 +196,9 @@ def test_capturable_combinations_are_accepted(tmp_path: Path, capsys: pytest.Cap
 ])
 def test_refuse_rules_are_checked(rule: dict[str, Any], named: str) -> None:
     """A rule that could never fire (a misspelt option, an auto value) is refused when engine.yaml is read."""
-    from orchestrator.engines import get_engine
+    from orchestrator.engines.refusals import parse_rules
+    from orchestrator.engines.registry import get_engine
     from orchestrator.errors import BadInput
-    from orchestrator.refusals import parse_rules
 
     engine = get_engine("pytorch")
     with pytest.raises(BadInput, match=named.replace(".", r"\.").replace("(", r"\(")):
@@ -206,8 +206,8 @@ def test_refuse_rules_are_checked(rule: dict[str, Any], named: str) -> None:
 
 
 def test_refuse_rule_matches_only_what_it_names() -> None:
-    from orchestrator.engines import get_engine
-    from orchestrator.refusals import PlanFacts
+    from orchestrator.engines.refusals import PlanFacts
+    from orchestrator.engines.registry import get_engine
 
     engine = get_engine("pytorch")
     refused = {"cuda_graphs": True, "fused_optimizer": False}

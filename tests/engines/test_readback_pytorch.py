@@ -55,8 +55,8 @@ def test_host_placed_data_is_caught(data: tuple[Path, str], monkeypatch: pytest.
 
 
 def test_tampered_shared_weights_are_caught(data: tuple[Path, str], tmp_path: Path) -> None:
-    from orchestrator.initweights import generate, write_safetensors
-    from orchestrator.initweights import write_init as write
+    from orchestrator.model.initweights import generate, write_safetensors
+    from orchestrator.model.initweights import write_init as write
 
     path, sha = write(tmp_path, "resnet50_v1.5", 10, 3, 0)
     init = {"mode": "shared", "file": str(path), "sha256": sha, "format": "bench-init-v1"}

@@ -1,6 +1,6 @@
 """Same network, same start, same updates: every engine loads bench's shared weights (same sha256 read back) and
 the first 5 losses of the smoke geometry (CPU, 32x32, batch 32) agree within the fp32 tolerance of
-``orchestrator.trajectory``, with the cifar scenario's SGD (lr 0.1, a loss that climbs steeply) and with the seed
+``orchestrator.judge.trajectory``, with the cifar scenario's SGD (lr 0.1, a loss that climbs steeply) and with the seed
 protocol's Adam (lr 1e-3)."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 import yaml
 
-from orchestrator.initweights import RUN_FILE, write_init
-from orchestrator.parity import check_against_spec
-from orchestrator.trajectory import compare_losses
+from orchestrator.judge.parity import check_against_spec
+from orchestrator.judge.trajectory import compare_losses
+from orchestrator.model.initweights import RUN_FILE, write_init
 from tests.engines.readback_helpers import REPO, tiny_dataset, tiny_spec
 
 ENGINES = ("pytorch", "jax", "tensorflow")

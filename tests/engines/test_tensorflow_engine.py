@@ -22,7 +22,7 @@ for _path in (REPO / "images" / "common", REPO / "images" / "tensorflow"):
         sys.path.insert(0, str(_path))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from orchestrator.models import trainable_parameters  # noqa: E402
+from orchestrator.model.layers import trainable_parameters  # noqa: E402
 from tests.engine_outcomes import expect_block_means, expect_failed, expect_ok  # noqa: E402
 
 ARCH = "resnet50_v1.5"

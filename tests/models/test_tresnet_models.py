@@ -1,4 +1,4 @@
-"""TResNet-M in every engine: trainable parameters equal to orchestrator.models and the published
+"""TResNet-M in every engine: trainable parameters equal to orchestrator.model.layers and the published
 count, ResNet-50 unchanged, the reference's layout and initialisation, and a forward pass.
 
 References for the counts (at 224x224, 1000 classes):
@@ -17,8 +17,8 @@ import math
 import numpy as np
 import pytest
 
-from orchestrator.models import forward_macs, tresnet_m_layers
-from orchestrator.models import trainable_parameters as analytic
+from orchestrator.model.layers import forward_macs, tresnet_m_layers
+from orchestrator.model.layers import trainable_parameters as analytic
 
 TRESNET_M_PUBLISHED = 31_389_032
 RESNET50_PUBLISHED = 25_557_032

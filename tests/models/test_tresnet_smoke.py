@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.models import forward_macs, trainable_parameters
+from orchestrator.model.layers import forward_macs, trainable_parameters
 
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[2]

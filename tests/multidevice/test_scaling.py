@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from orchestrator.judge.summary import scaling, summarize
 from orchestrator.schemas import validate
-from orchestrator.summary import scaling, summarize
 from tests.results.helpers import _result, run_cli
 
 BATCH = 32

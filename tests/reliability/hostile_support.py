@@ -29,7 +29,7 @@ __all__ = ["EXAMPLE_BOUND_S", "FAKE_SCENARIO", "call", "disk_bytes", "fake_engin
 def fake_engines(monkeypatch: pytest.MonkeyPatch, data_dir: Path) -> Iterator[None]:
     use_fake_engines(monkeypatch)
     yield
-    from orchestrator.engines import discover
+    from orchestrator.engines.registry import discover
 
     monkeypatch.delenv("BENCH_ENGINE_PATH", raising=False)
     discover.cache_clear()

@@ -16,7 +16,7 @@ from typing import Any
 import requests
 
 from orchestrator.artifacts import validate_artifact
-from orchestrator.engines import discover
+from orchestrator.engines.registry import discover
 from orchestrator.errors import BadInput
 from tests.core.cli_helpers import run_cli, use_fake_engines
 from tests.docker.conftest import FakeAPI, FakeClient

@@ -91,7 +91,7 @@ def test_an_inherited_heartbeat_variable_writes_nothing(tmp_path: Path, capsys, 
 
 
 def test_internal_variables_are_stripped_and_refused_in_run_settings() -> None:
-    from orchestrator.engines import get_engine
+    from orchestrator.engines.registry import get_engine
     from orchestrator.errors import BadInput
     from orchestrator.runtimes.local import engine_env
 

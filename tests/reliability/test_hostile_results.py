@@ -17,10 +17,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bench_engine.result import write_json_atomic
-from orchestrator import attempt
-from orchestrator.attempt import judge
 from orchestrator.jsonio import write_json
-from orchestrator.result_read import REJECTED_RESULT
+from orchestrator.judge.result_read import REJECTED_RESULT
+from orchestrator.run import attempt
+from orchestrator.run.attempt import judge
 from orchestrator.runtimes import Execution
 from orchestrator.schemas import SchemaError, validate
 from orchestrator.strictjson import MAX_DEPTH, StrictJsonError, check_numbers, loads_strict, nesting_depth
@@ -80,9 +80,9 @@ def test_hostile_result_text_makes_the_run_invalid(real, tmp_path: Path, edit, w
 def test_an_oversized_result_is_refused_unparsed(real, tmp_path: Path, monkeypatch) -> None:
     spec, result = real
     text = json.dumps(result)
-    monkeypatch.setattr("orchestrator.result_read.MAX_RESULT_BYTES", len(text) - 1)
+    monkeypatch.setattr("orchestrator.judge.result_read.MAX_RESULT_BYTES", len(text) - 1)
     assert "larger than" in _judge_text(tmp_path, spec, text)[1]
-    monkeypatch.setattr("orchestrator.result_read.MAX_RESULT_BYTES", len(text))
+    monkeypatch.setattr("orchestrator.judge.result_read.MAX_RESULT_BYTES", len(text))
     assert _judge_text(tmp_path, spec, text)[0] == "ok"
 
 

@@ -37,7 +37,7 @@ def _result(run_id: str, engine: str, precision: str, throughput: float, samples
 
 def _telemetry(run_dir: Path, power_w: float, seconds: float = 2.0, gpus: int = 1) -> dict[str, Any]:
     """A telemetry.csv and the run.json summary the monitor would have produced."""
-    from orchestrator.telemetry import CSV_COLUMNS
+    from orchestrator.host.telemetry import CSV_COLUMNS
 
     rows = []
     with open(run_dir / "telemetry.csv", "w", newline="") as handle:
@@ -72,7 +72,7 @@ def build_artifact(root: Path, throughputs: dict[tuple[str, str], list[float | N
     ``runtimes``: run id or engine -> the run record's runtime block (default: local)."""
     from orchestrator.artifacts import Artifact, write_manifest
     from orchestrator.jsonio import write_json
-    from orchestrator.summary import summarize
+    from orchestrator.judge.summary import summarize
 
     folder = root / scenario / artifact_id
     artifact = Artifact(folder, scenario, artifact_id)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from orchestrator.judge.summary import summarize, work_shortfall
 from orchestrator.reports.claims import measured_ratio
 from orchestrator.reports.data import ReportData
 from orchestrator.reports.tables import claims, groups, runs
-from orchestrator.summary import summarize, work_shortfall
 
 SCENARIO = {"claims": {"source": "ref", "hardware": "RTX 4080", "ratios": [
     {"engine": "opennn", "vs": "pytorch", "precision": "tf32", "path": "optimized", "claimed": 1.9, "as_stated": "fp32: 1.90x"},

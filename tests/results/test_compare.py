@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.compare import compare_summaries
 from orchestrator.jsonio import read_json
+from orchestrator.judge.compare import compare_summaries
 from tests.results.helpers import run_cli
 
 A = {("pytorch", "bf16"): [100.0, 101.0, 99.0, 100.5], ("pytorch", "fp32"): [50.0, 51.0, 49.0, 50.5],

@@ -92,7 +92,7 @@ def test_runtimes_or_images_that_differ_within_an_artifact(make_artifact: Callab
 
 def test_runs_on_different_physical_gpus_are_said() -> None:
     """A resume on another machine of the same kind: the artifact's runs used two GPUs (by UUID); one GPU says nothing."""
-    from orchestrator.runtime_use import RuntimeUse, mixed_warnings
+    from orchestrator.judge.runtime_use import RuntimeUse, mixed_warnings
 
     first, second = ("GPU-5a6eafee-1932",), ("GPU-0b1c2d3e-4f50",)
     same = [RuntimeUse(f"r{i}", engine, "local", gpus=first) for i, engine in enumerate(("jax", "opennn", "pytorch"))]
@@ -105,7 +105,7 @@ def test_runs_on_different_physical_gpus_are_said() -> None:
 def test_the_resumed_h200_artifact_says_its_two_gpus() -> None:
     """The published fair seed artifact: its JAX bf16 runs were made again on another H200 (README "JAX at bf16")."""
     from orchestrator.jsonio import read_json
-    from orchestrator.runtime_use import artifact_warnings
+    from orchestrator.judge.runtime_use import artifact_warnings
     from tests.conftest import REPO
 
     root = REPO / "docs" / "results" / "h200" / "opennn_seed" / "20261201T122211Z-e8033e"

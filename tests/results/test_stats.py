@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.stats import compare_samples, mann_whitney, min_attainable_p, ratio_of_medians, relative_spread, sample_summary, significance
+from orchestrator.judge.stats import compare_samples, mann_whitney, min_attainable_p, ratio_of_medians, relative_spread, sample_summary, significance
 
 
 def test_describe_known_sample() -> None:

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import telemetry
+from orchestrator.host import telemetry
+from orchestrator.judge.summary import summarize
 from orchestrator.schemas import validate
-from orchestrator.summary import summarize
 from tests.results.fake_nvml import FakeGpu, NVMLError_LibraryNotFound, make_module
 
 

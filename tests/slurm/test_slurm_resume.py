@@ -38,7 +38,7 @@ class Quiet:
 
 
 def _record(plan: RunPlan, status: str, reason: str | None, runtime: str = "slurm") -> dict[str, Any]:
-    from orchestrator.execute import _record as make
+    from orchestrator.run.execute import _record as make
 
     info = {"name": runtime, "job_id": "41", "node": "n1"} if runtime == "slurm" else {"name": runtime}
     return make(plan, status, reason, info, "2026-01-01T00:00:00.000Z", 1.0)
@@ -47,7 +47,7 @@ def _record(plan: RunPlan, status: str, reason: str | None, runtime: str = "slur
 @pytest.fixture()
 def artifact(tmp_path: Path, data_dir: Path):
     """A smoke artifact with one run of each kind (no engine has run: records and specs only)."""
-    from orchestrator.execute import prepare_dataset
+    from orchestrator.run.execute import prepare_dataset
     from orchestrator.scenario.matrix import build_spec
 
     scenario = load_scenario("cifar_resnet50", smoke=True)
@@ -78,7 +78,7 @@ def artifact(tmp_path: Path, data_dir: Path):
 
 
 def test_plan(artifact) -> None:
-    from orchestrator.resume import plan_resume
+    from orchestrator.run.resume import plan_resume
 
     plan = plan_resume(artifact.root)
     assert plan.scenario.smoke is True and plan.device == "cpu" and plan.runtime == "slurm"
@@ -119,8 +119,8 @@ class FailingRuntime(Runtime):
 
 
 def test_resume_reruns_only_runs_without_a_valid_result(artifact, monkeypatch) -> None:
-    import orchestrator.execute as execute
-    from orchestrator.resume import plan_resume, resume
+    import orchestrator.run.execute as execute
+    from orchestrator.run.resume import plan_resume, resume
 
     def choose(engines, requested, settings_for, reporter):
         assert requested == "fake"
@@ -155,7 +155,7 @@ def test_resume_reruns_only_runs_without_a_valid_result(artifact, monkeypatch) -
 
 
 def test_not_an_artifact(tmp_path) -> None:
-    from orchestrator.resume import plan_resume
+    from orchestrator.run.resume import plan_resume
 
     with pytest.raises(BadInput, match="not a bench artifact"):
         plan_resume(tmp_path)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.engines import EngineInfo
+from orchestrator.engines.registry import EngineInfo
 from orchestrator.errors import BadInput
 from orchestrator.runtimes import RunPaths, get_runtime
 from orchestrator.runtimes.slurm import SlurmRuntime, parse_job

@@ -10,7 +10,7 @@ from torch import nn
 from bench_engine.api import UnsupportedError
 from bench_pytorch.tresnet import tresnet_m
 
-# (blocks, bottleneck width, output channels) per stage, as in orchestrator/models.py
+# (blocks, bottleneck width, output channels) per stage, as in orchestrator/model/layers.py
 RESNET50_STAGES = ((3, 64, 256), (4, 128, 512), (6, 256, 1024), (3, 512, 2048))
 BN_EPS = 1e-5
 BN_MOMENTUM = 0.1  # PyTorch convention: running = (1 - m) * running + m * batch

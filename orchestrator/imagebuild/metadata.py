@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from orchestrator.errors import BadInput
-from orchestrator.images.refs import ImageRef, parse_ref
+from orchestrator.imagebuild.refs import ImageRef, parse_ref
 from orchestrator.paths import images_dir
 
 META_FILE = "image.yaml"

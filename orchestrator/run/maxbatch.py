@@ -18,10 +18,10 @@ from typing import Any
 
 from orchestrator import signals
 from orchestrator.artifacts import Artifact
-from orchestrator.attempt import run_attempt
 from orchestrator.data import PreparedSplit
-from orchestrator.engines import get_engine
+from orchestrator.engines.registry import get_engine
 from orchestrator.jsonio import write_json
+from orchestrator.run.attempt import run_attempt
 from orchestrator.runtimes import Runtime
 from orchestrator.scenario import RunPlan, Scenario
 from orchestrator.scenario.matrix import build_spec

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from orchestrator.stats import interval_kind, ratio_of_medians, ratio_range, sample_summary, significance
-from orchestrator.trajectory import TrajectoryRun, Verdict, numerical_parity
-from orchestrator.trust import GroupFacts, RunFacts, TrustWarning, group_warnings, run_warnings
-from orchestrator.utilisation import utilisation
+from orchestrator.judge.stats import interval_kind, ratio_of_medians, ratio_range, sample_summary, significance
+from orchestrator.judge.trajectory import TrajectoryRun, Verdict, numerical_parity
+from orchestrator.judge.trust import GroupFacts, RunFacts, TrustWarning, group_warnings, run_warnings
+from orchestrator.judge.utilisation import utilisation
 
 GROUP_KEYS = ("engine", "precision", "path", "batch_per_device", "devices")
 
@@ -137,7 +137,7 @@ def summarize(scenario: str, artifact_id: str, smoke: bool, runs: list[tuple[dic
             gmacs_per_sample=next((row["gmacs_per_sample"] for row, _ in members if row.get("gmacs_per_sample")), None),
             time_to_train_h=_time_to_train(estimate, summary_tp),
             warnings=[w.message for w in warnings],  # the tables' warnings column
-            warning_ids=[w.id for w in warnings],  # orchestrator.trust.KINDS, one per warning
+            warning_ids=[w.id for w in warnings],  # orchestrator.judge.trust.KINDS, one per warning
             apparent=_apparent(members),
             weight_change=_median([row["weight_change"] for row, _ in valid]),
         )
@@ -206,7 +206,7 @@ def _ratios(throughputs: dict[tuple, list[float]], reference: str | None) -> lis
 
 
 def _numerical_parity(runs: list[tuple[dict[str, Any], dict[str, Any] | None]]) -> list[Verdict]:
-    """Loss-trajectory verdicts per engine pair over the ok training runs (orchestrator.trajectory)."""
+    """Loss-trajectory verdicts per engine pair over the ok training runs (orchestrator.judge.trajectory)."""
     candidates = []
     for record, result in runs:
         if record["status"] != "ok" or not result:

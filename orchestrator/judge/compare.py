@@ -13,8 +13,8 @@ from collections import defaultdict
 from typing import Any
 
 from orchestrator.errors import BadInput
-from orchestrator.stats import ALPHA, compare_samples
-from orchestrator.summary import GROUP_KEYS
+from orchestrator.judge.stats import ALPHA, compare_samples
+from orchestrator.judge.summary import GROUP_KEYS
 
 DIRECTION = "ratio = median steady-state throughput of B / median of A; above 1 means B is faster (samples/s)"
 MIN_CHANGE_PCT = 2.0  # default minimum effect: a smaller change of the median throughput is "no change"
@@ -70,7 +70,7 @@ def compare_summaries(a: dict[str, Any], b: dict[str, Any], label_a: str = "A", 
                       alpha: float = ALPHA, min_change_pct: float = MIN_CHANGE_PCT,
                       environment: dict[str, Any] | None = None) -> dict[str, Any]:
     """The comparison document (what ``bench results compare --json`` prints); ``environment``: the
-    metadata diff of the two artifacts (orchestrator.envdiff.environment_diff), included as given."""
+    metadata diff of the two artifacts (orchestrator.judge.environment_diff.environment_diff), included as given."""
     values_a, counts_a = _groups(a)
     values_b, counts_b = _groups(b)
     keys_a, keys_b = set(counts_a), set(counts_b)

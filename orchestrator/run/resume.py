@@ -29,9 +29,9 @@ from typing import Any
 
 from orchestrator.artifacts import Artifact, open_artifact, seal, write_manifest
 from orchestrator.artifacts.layout import MANIFEST, RUN_ID, RUNS, SCENARIO, SCHEMA_OF, SUMMARY
-from orchestrator.engines import discover
+from orchestrator.engines.registry import discover
 from orchestrator.errors import BadInput
-from orchestrator.maxbatch import MAXBATCH_DIR, SEARCH_FILE, resolve_max_batch
+from orchestrator.run.maxbatch import MAXBATCH_DIR, SEARCH_FILE, resolve_max_batch
 from orchestrator.scenario import RunPlan, Scenario, expand, load_scenario
 from orchestrator.schemas import SchemaError, validate
 
@@ -265,7 +265,7 @@ def resume(plan: ResumePlan, settings: dict[str, Any], reporter: Any, forced: bo
     """Run ``plan.to_run`` into the artifact, keeping the valid runs; returns the executor's Outcome.
     The seals start from the manifest (checked by the caller), or from the files as they are when
     ``forced`` (a resume forced over integrity problems, recorded in integrity.json)."""
-    from orchestrator.execute import RunOptions, note_dataset, prepare_dataset, prepare_runtimes, run_plans
+    from orchestrator.run.execute import RunOptions, note_dataset, prepare_dataset, prepare_runtimes, run_plans
 
     scenario, artifact = plan.scenario, plan.artifact
     seal.start(artifact.root, trust_current=forced)

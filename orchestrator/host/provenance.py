@@ -1,5 +1,5 @@
 """The host state a run starts in, read the way pyperf's ``_collect_metadata`` does: CPU model, the CPU
-features that decide its speed (orchestrator.cpuflags), scaling governors and driver, boost/turbo, load
+features that decide its speed (orchestrator.host.cpuflags), scaling governors and driver, boost/turbo, load
 average and the CPU affinity of bench (which its engines inherit); the load average again when it ends.
 
 Every fact is ``None`` where it cannot be read (a container without /sys, a non-Linux host); nothing
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_engine.hardware import cpu_model_of
-from orchestrator.cpuflags import speed_flags
+from orchestrator.host.cpuflags import speed_flags
 
 CPU_SYS = "sys/devices/system/cpu"
 
@@ -47,7 +47,7 @@ def cpu_model(root: Path) -> str | None:
 
 
 def cpu_flags(root: Path) -> list[str] | None:
-    """The speed-deciding CPU features /proc/cpuinfo lists (orchestrator.cpuflags; None without a flags line)."""
+    """The speed-deciding CPU features /proc/cpuinfo lists (orchestrator.host.cpuflags; None without a flags line)."""
     text = _read(root / "proc/cpuinfo")
     return speed_flags(text) if text else None
 

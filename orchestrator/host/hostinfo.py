@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 import orchestrator
-from orchestrator.gpus import nvml_snapshot
+from orchestrator.host.gpus import nvml_snapshot
 
 
 def host_facts(gpus: dict[str, Any] | None = None) -> dict[str, Any]:

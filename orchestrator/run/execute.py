@@ -16,23 +16,23 @@ from orchestrator import signals
 from orchestrator.artifacts import Artifact, create_artifact, write_manifest
 from orchestrator.artifacts.layout import SCENARIO, SUMMARY
 from orchestrator.artifacts.seal import flag_tampered
-from orchestrator.attempt import RunMonitor, describe_mismatches, run_attempt
 from orchestrator.clock import utc_now
 from orchestrator.data import PreparedSplit, prepare_split
-from orchestrator.engines import EngineInfo, get_engine
+from orchestrator.engines.registry import EngineInfo, get_engine
 from orchestrator.errors import BadInput
-from orchestrator.hostinfo import host_facts
-from orchestrator.initweights import INIT_DIR, shared_init
+from orchestrator.host.hostinfo import host_facts
+from orchestrator.host.provenance import finish_host, run_host
+from orchestrator.host.telemetry import GpuTelemetry
 from orchestrator.jsonio import read_json, write_json, write_text_atomic
-from orchestrator.maxbatch import MAXBATCH_DIR, SEARCH_FILE, resolve_max_batch
-from orchestrator.parity import cross_engine
-from orchestrator.provenance import finish_host, run_host
-from orchestrator.runlength import cpu_run_warning
+from orchestrator.judge.parity import cross_engine
+from orchestrator.judge.summary import summarize
+from orchestrator.model.initweights import INIT_DIR, shared_init
+from orchestrator.run.attempt import RunMonitor, describe_mismatches, run_attempt
+from orchestrator.run.maxbatch import MAXBATCH_DIR, SEARCH_FILE, resolve_max_batch
+from orchestrator.run.runlength import cpu_run_warning
 from orchestrator.runtimes import Runtime, get_runtime, runtime_names
 from orchestrator.scenario import RunPlan, Scenario
 from orchestrator.scenario.matrix import build_spec, check_plans, reference_engine
-from orchestrator.summary import summarize
-from orchestrator.telemetry import GpuTelemetry
 
 STAGING = ".staging"  # <out>/<scenario>/.staging/<id>/: an artifact being made (renamed into place when whole)
 
@@ -86,7 +86,7 @@ def choose_runtimes(
     engines: list[str], requested: str, settings_for: dict[str, dict[str, Any]], reporter: Reporter
 ) -> dict[str, tuple[Runtime, dict[str, Any]]]:
     """Pick and check the runtime of every engine; BadInput when one cannot run. ``auto`` says what it chose in one line."""
-    from orchestrator.runtime_choice import RuntimeChoice, choice_line, lock_note
+    from orchestrator.run.runtime_choice import RuntimeChoice, choice_line, lock_note
 
     chosen: dict[str, tuple[Runtime, dict[str, Any]]] = {}
     choices: list[RuntimeChoice] = []
@@ -114,7 +114,7 @@ def merge_runtime_block(scenario: Scenario, settings: dict[str, Any]) -> dict[st
 
 def check_device(device: str) -> dict[str, Any]:
     """--device cuda needs a GPU that NVML can see; returns the NVML snapshot."""
-    from orchestrator.gpus import nvml_snapshot
+    from orchestrator.host.gpus import nvml_snapshot
 
     snapshot = nvml_snapshot()
     if device == "cuda" and not snapshot["gpus"]:

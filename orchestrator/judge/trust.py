@@ -3,7 +3,7 @@
 Each kind (:class:`Kind`, in :data:`KINDS`, like pyperf's metadata registry) has an id, the scope it
 is checked on (one run, or the repeats of a group), the condition in words and a message template;
 its check reads typed facts (:class:`RunFacts`, :class:`GroupFacts`) and returns the template's
-fields when it fires. The summary (orchestrator.summary) lists a run's warnings on its row and, for a
+fields when it fires. The summary (orchestrator.judge.summary) lists a run's warnings on its row and, for a
 group, its own warnings and those of its valid repeats; the terminal shows them in the groups table.
 """
 
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from statistics import median
 from typing import Any, Generic, Literal, TypeVar
 
-from orchestrator.stats import relative_spread
+from orchestrator.judge.stats import relative_spread
 
 OUTLIER_RATIO = 2.0  # a window whose step time is this many times the median's (or 1/this of it) is an outlier
 MIN_OUTLIER_WINDOWS = 3  # fewer timing windows have no median to speak of
@@ -203,7 +203,7 @@ def warning_lines(groups: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def markdown_table() -> str:
-    """The README's table of the warning kinds (``python3 -m orchestrator.trust`` prints it)."""
+    """The README's table of the warning kinds (``python3 -m orchestrator.judge.trust`` prints it)."""
     rows = ["| id | checked on | fires when | message |", "|---|---|---|---|"]
     for kind in KINDS.values():
         template = re.sub(r"\{(\w+)[^}]*\}", r"<\1>", kind.message)

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from orchestrator.data import PreparedSplit
-from orchestrator.engines import EngineInfo
+from orchestrator.engines.registry import EngineInfo
 from orchestrator.jsonio import write_json
-from orchestrator.parity import check_against_spec
-from orchestrator.result_read import REJECTED_RESULT, read_result
+from orchestrator.judge.parity import check_against_spec
+from orchestrator.judge.result_read import REJECTED_RESULT, read_result
 from orchestrator.runtimes import Execution, RunPaths, Runtime
 
 __all__ = ["REJECTED_RESULT", "Attempt", "RunMonitor", "judge", "run_attempt"]

@@ -7,7 +7,7 @@ import subprocess
 import venv
 from pathlib import Path
 
-from orchestrator.engines import get_engine
+from orchestrator.engines.registry import get_engine
 from orchestrator.errors import BadInput
 
 

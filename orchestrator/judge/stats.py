@@ -87,7 +87,7 @@ def mann_whitney(a: list[float], b: list[float]) -> float | None:
 
 def relative_spread(values: list[float]) -> float | None:
     """The spread of repeated measurements relative to their median: the IQR with 4+ values, else the range
-    (None with fewer than 2 values or a zero median). orchestrator.trust warns when it is high."""
+    (None with fewer than 2 values or a zero median). orchestrator.judge.trust warns when it is high."""
     if len(values) < 2:
         return None
     arr = np.asarray(values, dtype=float)

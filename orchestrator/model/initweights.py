@@ -1,6 +1,6 @@
 """Shared initial weights: one seeded set written by bench, loaded by every engine (docs/engine-contract.md, 3).
 
-The tensors follow the analytic layer list of ``orchestrator.models`` (same stages, same counts:
+The tensors follow the analytic layer list of ``orchestrator.model.layers`` (same stages, same counts:
 a check below) under torchvision's ResNet names and PyTorch layouts, written as a safetensors file
 (format ``bench-init-v1``; bytes laid out by bench, read back by the ``safetensors`` package) with its
 canonical hash; engines report the hash of what they read back after loading, so the parity check
@@ -20,7 +20,7 @@ from safetensors import safe_open
 
 from bench_engine.initweights import FORMAT, canonical_sha256
 from orchestrator.errors import BadInput
-from orchestrator.models import RESNET50_STAGES, trainable_parameters
+from orchestrator.model.layers import RESNET50_STAGES, trainable_parameters
 
 INIT_DIR = "init"
 RUN_FILE = "init.safetensors"

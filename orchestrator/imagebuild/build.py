@@ -22,11 +22,11 @@ from typing import Any, Protocol
 from orchestrator.clock import utc_now
 from orchestrator.docker_client import connect, find_image
 from orchestrator.errors import BadInput
-from orchestrator.images import lock as lockfile
-from orchestrator.images.facts import LABEL_BASE_ID, LABEL_ENGINE, repo_digest
-from orchestrator.images.metadata import ENGINE_LIBRARY, ImageMeta, engine_library_version, get_image_meta
-from orchestrator.images.probe import run_probe
-from orchestrator.images.refs import ImageRef, parse_ref, require_pinned
+from orchestrator.imagebuild import lock as lockfile
+from orchestrator.imagebuild.facts import LABEL_BASE_ID, LABEL_ENGINE, repo_digest
+from orchestrator.imagebuild.metadata import ENGINE_LIBRARY, ImageMeta, engine_library_version, get_image_meta
+from orchestrator.imagebuild.probe import run_probe
+from orchestrator.imagebuild.refs import ImageRef, parse_ref, require_pinned
 
 STEP_RE = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
 _SKIP_PARTS = {"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".ipynb_checkpoints"}
@@ -273,7 +273,7 @@ def _discard(client: Any, image: Any) -> None:
 
 
 def _framework_name(engine: str) -> str | None:
-    from orchestrator.engines import discover
+    from orchestrator.engines.registry import discover
 
     info = discover().get(engine)
     return info.framework if info else None

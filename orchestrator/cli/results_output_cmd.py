@@ -96,9 +96,9 @@ def compare(a: Path = typer.Argument(..., help="Baseline artifact A (folder or .
     its bootstrap 95% interval and whether the difference is significant (Mann-Whitney U over the repeats);
     then what differs in the environments (framework versions, images, driver, GPU clocks, host CPU). Runtimes or
     images that differ within A, within B or between them are warnings (in --json: the ``warnings`` list)."""
-    from orchestrator.compare import compare_summaries, parse_percent
-    from orchestrator.envdiff import environment, environment_diff
-    from orchestrator.runtime_use import between_warnings, mixed_warnings, runtime_uses
+    from orchestrator.judge.compare import compare_summaries, parse_percent
+    from orchestrator.judge.environment_diff import environment, environment_diff
+    from orchestrator.judge.runtime_use import between_warnings, mixed_warnings, runtime_uses
 
     threshold = parse_percent(min_change)
     with _checked_artifact(a, "A") as root_a, _checked_artifact(b, "B") as root_b:

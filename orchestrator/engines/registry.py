@@ -12,9 +12,9 @@ import yaml
 from jsonschema import Draft202012Validator
 
 from bench_engine.precision import NAMES as PRECISION_NAMES
+from orchestrator.engines.refusals import PlanFacts, RefuseRule, parse_rules
 from orchestrator.errors import BadInput
 from orchestrator.paths import images_dir
-from orchestrator.refusals import PlanFacts, RefuseRule, parse_rules
 
 COMMON_LIBRARY = "common"
 

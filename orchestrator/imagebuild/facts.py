@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrator.images.refs import parse_ref
+from orchestrator.imagebuild.refs import parse_ref
 
 LABEL_BASE_NAME = "org.opencontainers.image.base.name"
 LABEL_BASE_DIGEST = "org.opencontainers.image.base.digest"

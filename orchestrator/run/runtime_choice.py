@@ -31,7 +31,7 @@ def without_suggestion(text: str, runtime: str) -> str:
 def lock_note(engine: str, image_id: str | None) -> str:
     """', not in images.lock.json' or ', not the image of images.lock.json' for a docker image; '' when it is the locked one."""
     from orchestrator.errors import BadInput
-    from orchestrator.images.lock import read_lock
+    from orchestrator.imagebuild.lock import read_lock
 
     try:
         entry = read_lock()["images"].get(engine)

@@ -15,7 +15,7 @@ from typing import Any
 
 from orchestrator.docker_client import ENGINE_LABEL, RUN_LABEL, hardened_host_config
 from orchestrator.errors import BadInput
-from orchestrator.images.metadata import ImageMeta
+from orchestrator.imagebuild.metadata import ImageMeta
 
 MARKER = "BENCH_PROBE "
 TIMEOUT_S = 300

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrator.models import flops_per_sample, forward_macs
+from orchestrator.model.layers import flops_per_sample, forward_macs
 
 # Dense tensor-core / vector peaks in TFLOP/s by precision (vendor data sheets, SXM parts, no sparsity).
 GPU_PEAKS: dict[str, dict[str, float]] = {

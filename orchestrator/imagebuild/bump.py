@@ -12,10 +12,10 @@ from pathlib import Path
 from orchestrator.clock import utc_now
 from orchestrator.docker_client import connect, find_image
 from orchestrator.errors import BadInput
-from orchestrator.images.build import BuildReporter, Built, QuietReporter, build_engine_image
-from orchestrator.images.facts import repo_digest
-from orchestrator.images.metadata import get_image_meta, set_default_base
-from orchestrator.images.refs import parse_ref
+from orchestrator.imagebuild.build import BuildReporter, Built, QuietReporter, build_engine_image
+from orchestrator.imagebuild.facts import repo_digest
+from orchestrator.imagebuild.metadata import get_image_meta, set_default_base
+from orchestrator.imagebuild.refs import parse_ref
 
 
 def bump_engine_image(engine: str, base: str, *, pinned_only: bool = False, nocache: bool = False,

@@ -6,8 +6,8 @@ from typing import Any
 
 from orchestrator.docker_client import connect, find_image
 from orchestrator.errors import BadInput
-from orchestrator.images import lock as lockfile
-from orchestrator.images.metadata import ImageMeta, dockerfile_default_base, get_image_meta, image_engines
+from orchestrator.imagebuild import lock as lockfile
+from orchestrator.imagebuild.metadata import ImageMeta, dockerfile_default_base, get_image_meta, image_engines
 
 
 def _client() -> tuple[Any | None, str | None]:

@@ -1,6 +1,6 @@
 """GPU telemetry of one run (nvidia-ml-py): static GPU facts plus a background sampler.
 
-``GpuTelemetry`` is a run monitor (see ``orchestrator.attempt.RunMonitor``): ``start(run_dir, settings)``
+``GpuTelemetry`` is a run monitor (see ``orchestrator.run.attempt.RunMonitor``): ``start(run_dir, settings)``
 records the static facts of the GPUs the run uses (name, UUID, driver and CUDA driver versions,
 memory, power limits, clocks, persistence/MIG/ECC modes) and starts a thread that samples every
 ``interval`` seconds utilisation, memory used, power, SM/memory clocks, temperature, throttle reasons
@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from orchestrator.gpus import (
+from orchestrator.host.gpus import (
     device_facts,
     driver_facts,
     load_nvml,
