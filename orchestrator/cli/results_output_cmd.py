@@ -1,4 +1,5 @@
-"""``bench results compare | report | archive``: added to the ``results`` group of results_cmd.
+"""``bench results compare | report | archive | publish``: what is made from artifacts (a comparison, a report,
+an archive, a published copy), added to the ``results`` group of results_cmd.
 
 Artifacts are given as folders or as ``.tar.gz`` archives (extracted safely into a temporary folder).
 A missing, unreadable or invalid artifact (schemas, sha256) is bad input: one line, exit code 2.
