@@ -91,7 +91,7 @@ def test_a_field_given_a_flag_becomes_an_option() -> None:
 
     @dataclasses.dataclass(frozen=True)
     class Toy:
-        size: int | None = setting(None, lambda v, w: int(v), env="BENCH_TOY_SIZE", flag="--toy-size", help="toy: size.")
+        size: int | None = setting(None, lambda v, w: int(v), env="TOY_SIZE", flag="--toy-size", help="toy: size.")
         name: str | None = setting(None, lambda v, w: v, flag="--toy-name", help="toy: name.")
         hidden: str | None = setting(None, lambda v, w: v)  # no flag: scenario and environment only
 
