@@ -38,6 +38,7 @@ def _load(file: str, sets: list[str] | None, smoke: bool) -> Scenario:
 
 
 @scenario_app.command("run")
+@slurm_options.slurm_flags
 def run(
     file: str = typer.Argument(..., help="Scenario YAML file (or the name of a bundled scenario)."),
     engines: str = typer.Option(None, "--engines", help="Comma-separated subset of the scenario's engines."),
@@ -55,14 +56,7 @@ def run(
     wide: bool = WideOption,
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout, with the artifact's warnings (progress stays on stderr)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Echo engine output."),
-    slurm_partition: slurm_options.Partition = None,
-    slurm_account: slurm_options.Account = None,
-    slurm_time: slurm_options.Time = None,
-    slurm_gpus: slurm_options.Gpus = None,
-    slurm_sbatch_args: slurm_options.SbatchArgs = None,
-    slurm_mode: slurm_options.Mode = None,
-    slurm_container: slurm_options.Container = None,
-    slurm_shared_dir: slurm_options.SharedDir = None,
+    slurm: dict[str, Any] | None = None,  # the --slurm-* options (slurm_options.slurm_flags)
 ) -> None:
     """Run a scenario and write a hashed, schema-valid artifact."""
     from orchestrator.run.execute import RunOptions, run_scenario
@@ -75,11 +69,9 @@ def run(
         get_runtime(runtime)
     scenario = _load(file, sets, smoke)
     plans = expand(scenario, _csv(engines), _csv(precisions), repeats, devices)
-    from orchestrator.runtimes.slurm_job import settings_from_cli
     from orchestrator.scenario.runtime_check import check_runtime_blocks
 
-    slurm = settings_from_cli(slurm_partition, slurm_account, slurm_time, slurm_gpus, slurm_sbatch_args, slurm_mode,
-                              slurm_container, None, slurm_shared_dir)
+    slurm = slurm or {}
     # the runtime settings as the run would check them (the environment's BENCH_SLURM_* with --runtime slurm)
     check_runtime_blocks(scenario.source, scenario.document, slurm, os.environ if runtime == "slurm" else None)
     if dry_run:

@@ -7,6 +7,7 @@ runtime. See :mod:`orchestrator.run.resume` for what is kept and where old attem
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -18,19 +19,13 @@ from orchestrator.errors import BadInput
 from orchestrator.terminal import markup
 
 
+@slurm_options.slurm_flags
 def resume_cmd(
     artifact_dir: Path = typer.Argument(..., help="The artifact folder to complete (results/<scenario>/<id>/)."),
     runtime: str = typer.Option(None, "--runtime", help="auto | docker | local | slurm ... (default: the runtime the artifact's runs used)."),
     device: str = typer.Option(None, "--device", help="auto | cpu | cuda (default: as the artifact's specs recorded)."),
     python: str = typer.Option(None, "--python", help="Interpreter for the local runtime (and slurm's local mode)."),
-    slurm_partition: slurm_options.Partition = None,
-    slurm_account: slurm_options.Account = None,
-    slurm_time: slurm_options.Time = None,
-    slurm_gpus: slurm_options.Gpus = None,
-    slurm_sbatch_args: slurm_options.SbatchArgs = None,
-    slurm_mode: slurm_options.Mode = None,
-    slurm_container: slurm_options.Container = None,
-    slurm_shared_dir: slurm_options.SharedDir = None,
+    slurm: dict[str, Any] | None = None,  # the --slurm-* options (slurm_options.slurm_flags)
     dry_run: bool = typer.Option(False, "--dry-run", help="Only list the runs that would be run again."),
     force: bool = typer.Option(False, "--force", help="Resume an artifact whose files changed since bench wrote them (recorded in its integrity.json)."),
     wide: bool = WideOption,
@@ -51,14 +46,12 @@ def resume_cmd(
     if not artifact_dir.is_dir():
         raise BadInput(f"{artifact_dir}: not a bench artifact (no such folder)")
     with artifact_lock(artifact_dir):  # one resume of an artifact at a time
-        _resume(artifact_dir, runtime, device, python, force, as_json, wide, verbose,
-                (slurm_partition, slurm_account, slurm_time, slurm_gpus, slurm_sbatch_args, slurm_mode, slurm_container, None, slurm_shared_dir))
+        _resume(artifact_dir, runtime, device, python, force, as_json, wide, verbose, slurm or {})
 
 
 def _resume(artifact_dir: Path, runtime: str | None, device: str | None, python: str | None, force: bool, as_json: bool,
-            wide: bool, verbose: bool, slurm_values: tuple) -> None:
+            wide: bool, verbose: bool, slurm: dict[str, Any]) -> None:
     from orchestrator.run.resume import plan_resume, resume
-    from orchestrator.runtimes.slurm_job import settings_from_cli
 
     forced = bool(_check_integrity(artifact_dir, force, False))
     plan = plan_resume(artifact_dir, runtime, device)
@@ -66,7 +59,6 @@ def _resume(artifact_dir: Path, runtime: str | None, device: str | None, python:
         _show(plan, as_json, False)
         return
     settings: dict = {"interpreter": python} if python else {}
-    slurm = settings_from_cli(*slurm_values)
     if slurm:
         settings["slurm"] = slurm
     reporter = RichReporter(verbose=verbose)  # stderr: progress with --json too

@@ -7,13 +7,15 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator.errors import BadInput
+from orchestrator.runtimes.docker_settings import (  # noqa: F401  (importable from here as before)
+    DEFAULT_PIDS_LIMIT,
+    DEFAULT_SHM_SIZE,
+    DEFAULT_TMP_SIZE,
+    SHM_ENV,
+    SIZE,
+    docker_settings,
+)
 
-DEFAULT_SHM_SIZE = "8g"
-SHM_ENV = "BENCH_DOCKER_SHM_SIZE"
-DEFAULT_PIDS_LIMIT = 8192
-DEFAULT_TMP_SIZE = "8g"
-SIZE = re.compile(r"[1-9][0-9]*[bkmgBKMG]?")
 # NVIDIA's recommended settings for its framework images: unlimited memlock, a 64 MiB stack.
 ULIMITS = ({"name": "memlock", "soft": -1, "hard": -1}, {"name": "stack", "soft": 67108864, "hard": 67108864})
 # runc's "error setting rlimit type N": the RLIMIT_* numbers of the ulimits bench sets.
@@ -45,40 +47,21 @@ def host_memory_bytes() -> int | None:
         return None
 
 
-def _docker_block(settings: dict[str, Any]) -> dict[str, Any]:
-    return settings.get("docker") if isinstance(settings.get("docker"), dict) else {}
-
-
 def limits(settings: dict[str, Any]) -> Limits:
     """``runtime.docker.{pids_limit, mem_limit, cpus, tmp_size}`` checked; defaults: 8192 pids, 90% of the host's memory."""
-    block = _docker_block(settings)
-    pids = block.get("pids_limit", DEFAULT_PIDS_LIMIT)
-    if isinstance(pids, bool) or not isinstance(pids, int) or pids < 64:
-        raise BadInput(f"runtime.docker.pids_limit: '{pids}' is not a whole number >= 64")
-    memory = block.get("mem_limit")
+    cfg = docker_settings(settings)
+    memory = cfg.mem_limit
     if memory is None:
         total = host_memory_bytes()
         memory = f"{int(total * 0.9) // (1 << 20)}m" if total else None
     elif memory == "none":
         memory = None
-    elif not SIZE.fullmatch(str(memory)):
-        raise BadInput(f"runtime.docker.mem_limit: '{memory}' is not a size like 64g or 'none'")
-    cpus = block.get("cpus")
-    if cpus is not None and (isinstance(cpus, bool) or not isinstance(cpus, int | float) or cpus <= 0):
-        raise BadInput(f"runtime.docker.cpus: '{cpus}' is not a positive number")
-    tmp_size = str(block.get("tmp_size", DEFAULT_TMP_SIZE))
-    if not SIZE.fullmatch(tmp_size):
-        raise BadInput(f"runtime.docker.tmp_size: '{tmp_size}' is not a size like 8g")
-    return Limits(pids, str(memory) if memory else None, float(cpus) if cpus else None, tmp_size)
+    return Limits(cfg.pids_limit, memory, cfg.cpus, cfg.tmp_size)
 
 
 def shm_size(settings: dict[str, Any]) -> str:
     """/dev/shm size: scenario ``runtime.docker.shm_size`` > settings > $BENCH_DOCKER_SHM_SIZE > 8g."""
-    block = _docker_block(settings)
-    value = str(block.get("shm_size") or settings.get("shm_size") or os.environ.get(SHM_ENV) or DEFAULT_SHM_SIZE).strip()
-    if not SIZE.fullmatch(value):
-        raise BadInput(f"docker.shm_size: '{value}' is not a size like 8g or 16384m")
-    return value
+    return docker_settings(settings).shm_size
 
 
 def unsettable_ulimit(exc: Exception, ulimits: list[dict[str, Any]]) -> str | None:

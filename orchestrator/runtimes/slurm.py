@@ -9,7 +9,7 @@ ended. Jobs run one at a time (the executor runs plans in order). A run that exc
 measurement timeout once running, or is interrupted (Ctrl-C), is cancelled with ``scancel`` and
 waited for, so no job is left behind.
 
-Settings: see :mod:`orchestrator.runtimes.slurm_job`.
+Settings: :class:`orchestrator.runtimes.slurm_settings.SlurmSettings`.
 """
 
 from __future__ import annotations
@@ -30,15 +30,8 @@ from orchestrator.envvars import without_internal
 from orchestrator.errors import BadInput
 from orchestrator.runtimes.base import Execution, LineSink, RunPaths, Runtime
 from orchestrator.runtimes.local import FIXED_ENV, LocalRuntime
-from orchestrator.runtimes.slurm_job import (
-    JobRequest,
-    SlurmSettings,
-    job_script,
-    lifeline_path,
-    lifeline_seconds,
-    request_options,
-    slurm_settings,
-)
+from orchestrator.runtimes.slurm_job import JobRequest, job_script, lifeline_path, lifeline_seconds, request_options
+from orchestrator.runtimes.slurm_settings import SlurmSettings, slurm_settings
 
 TOOLS = ("sbatch", "squeue", "scontrol", "scancel", "sinfo")
 COMMAND_TIMEOUT_S = 60.0

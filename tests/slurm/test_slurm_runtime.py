@@ -206,7 +206,7 @@ def test_shared_dir_staging(fake_slurm, engine, tmp_path) -> None:
     ({"device": "cpu", "parity": {"devices": 1}}, 3, "debug|(null)", 3),
 ])
 def test_gpus_per_run(fake_slurm, spec, gpus, partitions, expected) -> None:
-    from orchestrator.runtimes.slurm_job import SlurmSettings
+    from orchestrator.runtimes.slurm_settings import SlurmSettings
 
     fake_slurm.set("partitions", partitions)
     assert SlurmRuntime._gpus(SlurmSettings(gpus=gpus), spec) == expected
