@@ -23,9 +23,10 @@ import argparse
 import json
 import os
 import sys
-import time
 from pathlib import Path
 from typing import Any
+
+from run_folder import build_jax_workload, read_spec
 
 
 class _Linen:
@@ -73,19 +74,11 @@ def probe(spec: dict[str, Any], variant: str, steps: int) -> dict[str, Any]:
     import numpy as np
 
     from bench_engine.api import StepBatch
-    from bench_engine.data import load_dataset
-    from bench_jax.environment import configure_process, resolve_devices
-    from bench_jax.prepare import build_workload
 
-    configure_process(spec)
-    kind, devices = resolve_devices(spec.get("device", "auto"))
     spec = json.loads(json.dumps(spec))
     spec["engine_options"] = {"steps_per_dispatch": 1, **({"donate": False} if variant == "no_donation" else {})}
     _patch(variant)
-    data = load_dataset(spec["parity"]["dataset"]["path"], spec["parity"]["dataset"]["sha256"])
-    began = time.perf_counter()
-    workload = build_workload(spec, data, kind, devices)
-    setup = time.perf_counter() - began
+    workload, _, _, setup = build_jax_workload(spec)
     batch = spec["parity"]["batch"]["global"]
     per_epoch = spec["parity"]["steps_per_epoch"]
     losses: list[float] = []
@@ -155,8 +148,7 @@ def main(argv: list[str] | None = None) -> int:
                         choices=["product", "two_pass_var", "bn_fp32", "conv_fp32", "no_donation"])
     parser.add_argument("--steps", type=int, default=390)
     args = parser.parse_args(argv)
-    spec = json.loads(args.spec.read_text())
-    spec["parity"]["init"]["file"] = str(args.spec.parent / spec["parity"]["init"]["file"])
+    spec = read_spec(args.spec)
     for variant in args.variant or ["product"]:
         print(json.dumps(probe(spec, variant, args.steps)), flush=True)
     return 0

@@ -28,6 +28,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from run_folder import build_jax_workload, read_spec
+
 LOG_PATTERNS = {
     "unsupported": re.compile(r"Unsupported thunk kind: (\w+)"),
     "not_enabled": re.compile(r"Thunk kind (\w+) lowering is not enabled by the user for type (\w+)"),
@@ -42,19 +44,10 @@ def child(spec_path: Path, steps: int, windows: int, warmup: int, options: dict[
     import numpy as np
 
     from bench_engine.api import StepBatch
-    from bench_engine.data import load_dataset
-    from bench_jax.environment import configure_process, resolve_devices
-    from bench_jax.prepare import build_workload
 
-    spec = json.loads(spec_path.read_text())
-    spec["parity"]["init"]["file"] = str(spec_path.parent / spec["parity"]["init"]["file"])
+    spec = read_spec(spec_path)
     spec["engine_options"] = {**(spec.get("engine_options") or {}), **options}
-    configure_process(spec)
-    kind, devices = resolve_devices(spec.get("device", "auto"))
-    data = load_dataset(spec["parity"]["dataset"]["path"], spec["parity"]["dataset"]["sha256"])
-    began = time.perf_counter()
-    workload = build_workload(spec, data, kind, devices)
-    setup_s = time.perf_counter() - began
+    workload, _, devices, setup_s = build_jax_workload(spec)
     batch = spec["parity"]["batch"]["global"]
     per_epoch = spec["parity"]["steps_per_epoch"]
     k = workload.steps_per_dispatch
