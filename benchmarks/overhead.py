@@ -3,9 +3,11 @@
 Usage: python3 benchmarks/overhead.py SCENARIO ENGINE PRECISION [--pairs N] [--device cuda] [--smoke]
        [--set k=v ...] [--json-out FILE]
 
-Each of N pairs runs the scenario once for ENGINE/PRECISION through bench (local runtime), then
-the very same run spec directly with ``python -m bench_<engine>``, alternating so that drift of the
-machine falls on both sides alike. Prints every pair, then the medians with their ranges: both
+First ``--warmup`` uncounted runs through bench fill the persistent compile caches (the first run
+of a machine compiles; later ones load). Then each of N pairs runs the scenario once for
+ENGINE/PRECISION through bench (local runtime) and the very same run spec directly with
+``python -m bench_<engine>``; odd pairs run bench first, even pairs the engine first (on the spec of
+the bench run before), so that drift of the machine falls on both sides alike. Prints every pair, then the medians with their ranges: both
 steady-state throughputs, the ratio bench/direct, and the wall time bench spent outside the engine
 process (CLI start, validation, dataset lookup, telemetry, records, manifest). The goals the
 README states: the median ratio within 1% of 1 and at most 2 s outside the engine.
@@ -66,24 +68,37 @@ def engine_env(engine: str) -> dict[str, str]:
             "PYTHONPATH": os.pathsep.join([str(REPO / "images" / "common"), str(REPO / "images" / engine)])}
 
 
-def run_pair(args: argparse.Namespace, out: Path) -> Pair:
-    """One bench run, then its spec run directly; raises CalledProcessError when either fails."""
+def run_bench(args: argparse.Namespace, out: Path) -> tuple[float, float, float, Path, str]:
+    """(throughput, command wall s, engine process wall s, spec path, artifact) of one run through bench."""
     started = time.perf_counter()
     proc = subprocess.run(bench_command(args, out), capture_output=True, text=True, cwd=REPO)
-    bench_wall = time.perf_counter() - started
+    wall = time.perf_counter() - started
     if proc.returncode != 0:
         raise subprocess.CalledProcessError(proc.returncode, "bench scenario run", proc.stdout, proc.stderr)
     summary = json.loads(proc.stdout)
     run = summary["runs"][0]
     run_dir = Path(summary["artifact"]) / "runs" / run["run_id"]
     record = json.loads((run_dir / "run.json").read_text())
-    direct_result = out / "direct-result.json"
+    return run["throughput"], wall, record["wall_s"], run_dir / "spec.json", summary["artifact"]
+
+
+def run_direct(engine: str, spec: Path, out: Path) -> tuple[float, float]:
+    """(throughput, wall s) of the engine entrypoint run directly on ``spec``."""
+    result = out / "direct-result.json"
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", f"bench_{args.engine}", "--spec", str(run_dir / "spec.json"),
-                    "--result", str(direct_result)], check=True, env=engine_env(args.engine), capture_output=True)
-    direct_wall = time.perf_counter() - started
-    direct = json.loads(direct_result.read_text())["measurements"]["steady"]["throughput"]
-    return Pair(run["throughput"], direct, bench_wall, record["wall_s"], direct_wall, summary["artifact"])
+    subprocess.run([sys.executable, "-m", f"bench_{engine}", "--spec", str(spec), "--result", str(result)],
+                   check=True, env=engine_env(engine), capture_output=True)
+    wall = time.perf_counter() - started
+    return json.loads(result.read_text())["measurements"]["steady"]["throughput"], wall
+
+
+def run_pair(args: argparse.Namespace, out: Path, direct_first: Path | None) -> tuple[Pair, Path]:
+    """One bench run and one direct run (on ``direct_first``'s spec, before the bench run, when given);
+    returns the pair and the bench run's spec. Raises CalledProcessError when either fails."""
+    direct = run_direct(args.engine, direct_first, out) if direct_first else None
+    throughput, wall, engine_wall, spec, artifact = run_bench(args, out)
+    direct = direct or run_direct(args.engine, spec, out)
+    return Pair(throughput, direct[0], wall, engine_wall, direct[1], artifact), spec
 
 
 def median_and_range(values: list[float]) -> dict[str, float]:
@@ -93,6 +108,7 @@ def median_and_range(values: list[float]) -> dict[str, float]:
 def report(args: argparse.Namespace, pairs: list[Pair]) -> dict[str, object]:
     return {
         "engine": args.engine, "precision": args.precision, "scenario": args.scenario, "pairs": len(pairs),
+        "warmup_runs": args.warmup,
         "ratio_bench_over_direct": median_and_range([p.ratio for p in pairs]),
         "throughput_bench": median_and_range([p.throughput_bench for p in pairs]),
         "throughput_direct": median_and_range([p.throughput_direct for p in pairs]),
@@ -107,23 +123,29 @@ def main() -> int:
     parser.add_argument("engine")
     parser.add_argument("precision")
     parser.add_argument("--pairs", type=int, default=3, help="bench/direct pairs, alternating (default 3)")
+    parser.add_argument("--warmup", type=int, default=1, help="uncounted bench runs first, to fill the compile caches (default 1)")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--smoke", action="store_true")
     parser.add_argument("--set", dest="sets", action="append", default=[])
     parser.add_argument("--json-out", type=Path, help="also write the report here")
     args = parser.parse_args()
-    if args.pairs < 1:
-        parser.error("--pairs must be at least 1")
-    pairs = []
-    for index in range(args.pairs):
-        try:
-            pair = run_pair(args, Path(tempfile.mkdtemp(prefix="bench-overhead-")))
-        except subprocess.CalledProcessError as exc:
-            print(f"pair {index + 1}: {exc.cmd} failed ({exc.returncode}): {(exc.stderr or '')[-2000:]}", file=sys.stderr)
-            return 1
-        pairs.append(pair)
-        print(f"pair {index + 1}/{args.pairs}: bench {pair.throughput_bench:,.0f}/s, direct {pair.throughput_direct:,.0f}/s, "
-              f"ratio {pair.ratio:.4f}, outside the engine {pair.outside_engine_s:.2f} s", file=sys.stderr)
+    if args.pairs < 1 or args.warmup < 0:
+        parser.error("--pairs must be at least 1 and --warmup at least 0")
+    pairs: list[Pair] = []
+    spec: Path | None = None
+    try:
+        for _ in range(args.warmup):
+            spec = run_bench(args, Path(tempfile.mkdtemp(prefix="bench-overhead-")))[3]
+        for index in range(args.pairs):
+            pair, latest = run_pair(args, Path(tempfile.mkdtemp(prefix="bench-overhead-")), spec if index % 2 else None)
+            spec = latest
+            pairs.append(pair)
+            print(f"pair {index + 1}/{args.pairs} ({'engine' if index % 2 else 'bench'} first): bench "
+                  f"{pair.throughput_bench:,.0f}/s, direct {pair.throughput_direct:,.0f}/s, ratio {pair.ratio:.4f}, "
+                  f"outside the engine {pair.outside_engine_s:.2f} s", file=sys.stderr)
+    except subprocess.CalledProcessError as exc:
+        print(f"{exc.cmd} failed ({exc.returncode}): {(exc.stderr or '')[-2000:]}", file=sys.stderr)
+        return 1
     doc = report(args, pairs)
     text = json.dumps(doc, indent=2)
     print(text)

@@ -115,6 +115,25 @@ def test_normalize_matches_the_contract():
     assert out.dtype == np.float32 and out[0, 0, 0, 0] == -1.0 and out[0, 0, 0, 1] == 1.0
 
 
+def test_normalize_lookup_gives_the_formulas_bits_for_every_value_and_shape():
+    from bench_engine.data import normalize, normalize_formula
+
+    rng = np.random.default_rng(3)
+    images = rng.integers(0, 256, size=(5, 7, 6, 3), dtype=np.uint8)
+    images[0, 0, 0] = [0, 255, 128]
+    for sample in (images, np.arange(256, dtype=np.uint8).reshape(1, 16, 16, 1), images[:, ::2]):
+        out, expected = normalize(sample), normalize_formula(sample)
+        assert out.dtype == np.float32 and out.shape == sample.shape
+        assert np.array_equal(out.view(np.uint32), expected.view(np.uint32))  # bit for bit, not approximately
+
+
+def test_normalize_refuses_images_that_are_not_uint8():
+    from bench_engine.data import DatasetError, normalize
+
+    with pytest.raises(DatasetError, match="uint8"):
+        normalize(np.zeros((1, 2, 2, 3), dtype=np.int16))
+
+
 def test_step_queue_groups_full_batches_and_keeps_order():
     from bench_engine.dispatch import StepQueue, planned_dispatches
 

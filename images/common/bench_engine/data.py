@@ -63,9 +63,23 @@ def load_dataset(folder: str | Path, expected_sha256: str | None = None, mmap: b
     return Dataset(images=images, labels=labels, sha256=sha)
 
 
-def normalize(images_uint8: np.ndarray) -> np.ndarray:
-    """uint8 NHWC -> float32 NHWC in [-1, 1]; the same preprocessing in every engine."""
+def normalize_formula(images_uint8: np.ndarray) -> np.ndarray:
+    """The preprocessing's definition: uint8 -> float32 ``x / 127.5 - 1`` (in [-1, 1]), computed in float32."""
     return (images_uint8.astype(np.float32) / 127.5) - 1.0
+
+
+# the 256 values the definition gives, looked up instead of computed: the same bits, several times
+# faster on large splits (an ImageNet-size split of 30,720 images spent most of an engine's setup here)
+NORMALIZED = normalize_formula(np.arange(256, dtype=np.uint8))
+NORMALIZED.setflags(write=False)
+
+
+def normalize(images_uint8: np.ndarray) -> np.ndarray:
+    """uint8 NHWC -> float32 NHWC in [-1, 1]; the same preprocessing in every engine (:func:`normalize_formula`'s
+    bits, by table lookup)."""
+    if images_uint8.dtype != np.uint8:
+        raise DatasetError(f"normalize expects uint8 images, got {images_uint8.dtype}")
+    return NORMALIZED[images_uint8]
 
 
 def check_dataset(parity: dict[str, Any], data: Dataset) -> tuple[int, int, int]:
