@@ -9,7 +9,7 @@ from typing import Any
 
 import typer
 
-from orchestrator.cli import slurm_options
+from orchestrator.cli import local_options, slurm_options
 from orchestrator.cli.console import out, print_json
 from orchestrator.cli.reporter import RichReporter
 from orchestrator.cli.results_view import WideOption, print_outcome, rich_table
@@ -39,6 +39,7 @@ def _load(file: str, sets: list[str] | None, smoke: bool) -> Scenario:
 
 @scenario_app.command("run")
 @slurm_options.slurm_flags
+@local_options.local_flags
 def run(
     file: str = typer.Argument(..., help="Scenario YAML file (or the name of a bundled scenario)."),
     engines: str = typer.Option(None, "--engines", help="Comma-separated subset of the scenario's engines."),
@@ -50,7 +51,7 @@ def run(
     repeats: int = typer.Option(None, "--repeats", min=1, help="Repeats of every run (separate processes)."),
     smoke: bool = typer.Option(False, "--smoke", help="Shrink the scenario (few steps, small synthetic data) for a quick check."),
     out_dir: Path = typer.Option(None, "--out", help="Artifact root (default: results/)."),
-    python: str = typer.Option(None, "--python", help="Interpreter for the local runtime (default: bench's own, or a bench env)."),
+    local: dict[str, Any] | None = None,  # --python (local_options.local_flags)
     visible_devices: str = typer.Option(None, "--visible-devices", help="GPU indices to use, e.g. 2,3 (local: CUDA_VISIBLE_DEVICES; docker: device requests)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Validate and print the run matrix without running."),
     wide: bool = WideOption,
@@ -77,7 +78,7 @@ def run(
     if dry_run:
         _show_plans(scenario, plans, as_json, wide)
         return
-    settings: dict = {"interpreter": python} if python else {}
+    settings: dict = dict(local or {})
     if visible_devices:
         if not all(part.strip().isdigit() for part in visible_devices.split(",")):
             raise BadInput(f"--visible-devices: '{visible_devices}' is not a comma-separated list of GPU indices")

@@ -11,7 +11,7 @@ from typing import Any
 
 import typer
 
-from orchestrator.cli import slurm_options
+from orchestrator.cli import local_options, slurm_options
 from orchestrator.cli.console import err, out, print_json, status_text
 from orchestrator.cli.reporter import RichReporter
 from orchestrator.cli.results_view import WideOption, print_outcome
@@ -20,11 +20,12 @@ from orchestrator.terminal import markup
 
 
 @slurm_options.slurm_flags
+@local_options.local_flags
 def resume_cmd(
     artifact_dir: Path = typer.Argument(..., help="The artifact folder to complete (results/<scenario>/<id>/)."),
     runtime: str = typer.Option(None, "--runtime", help="auto | docker | local | slurm ... (default: the runtime the artifact's runs used)."),
     device: str = typer.Option(None, "--device", help="auto | cpu | cuda (default: as the artifact's specs recorded)."),
-    python: str = typer.Option(None, "--python", help="Interpreter for the local runtime (and slurm's local mode)."),
+    local: dict[str, Any] | None = None,  # --python (local_options.local_flags)
     slurm: dict[str, Any] | None = None,  # the --slurm-* options (slurm_options.slurm_flags)
     dry_run: bool = typer.Option(False, "--dry-run", help="Only list the runs that would be run again."),
     force: bool = typer.Option(False, "--force", help="Resume an artifact whose files changed since bench wrote them (recorded in its integrity.json)."),
@@ -46,10 +47,10 @@ def resume_cmd(
     if not artifact_dir.is_dir():
         raise BadInput(f"{artifact_dir}: not a bench artifact (no such folder)")
     with artifact_lock(artifact_dir):  # one resume of an artifact at a time
-        _resume(artifact_dir, runtime, device, python, force, as_json, wide, verbose, slurm or {})
+        _resume(artifact_dir, runtime, device, local or {}, force, as_json, wide, verbose, slurm or {})
 
 
-def _resume(artifact_dir: Path, runtime: str | None, device: str | None, python: str | None, force: bool, as_json: bool,
+def _resume(artifact_dir: Path, runtime: str | None, device: str | None, local: dict[str, Any], force: bool, as_json: bool,
             wide: bool, verbose: bool, slurm: dict[str, Any]) -> None:
     from orchestrator.run.resume import plan_resume, resume
 
@@ -58,7 +59,7 @@ def _resume(artifact_dir: Path, runtime: str | None, device: str | None, python:
     if plan.nothing_to_do:
         _show(plan, as_json, False)
         return
-    settings: dict = {"interpreter": python} if python else {}
+    settings: dict = dict(local)
     if slurm:
         settings["slurm"] = slurm
     reporter = RichReporter(verbose=verbose)  # stderr: progress with --json too

@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 import io
 import pickle
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,17 @@ from typing import Any
 import numpy as np
 
 from orchestrator.data.fetch import download, is_url, read_tar_members, split_fragment, verify_checksum
-from orchestrator.data.store import DOWNLOADS, SplitWriter, class_counts, dataset_cache_root, geometry_tag, read_prepared, write_prepared
+from orchestrator.data.store import (
+    DOWNLOADS,
+    PreparedRecord,
+    SplitEntry,
+    SplitWriter,
+    class_counts,
+    dataset_cache_root,
+    geometry_tag,
+    read_prepared,
+    write_prepared,
+)
 from orchestrator.errors import BadInput
 
 ARCHIVE_NAME = "cifar-10-python.tar.gz"
@@ -124,7 +135,7 @@ def _archive_path(location: str, sha256: str) -> Path:
     return path
 
 
-def prepare(info, source: str | None, sha256: str | None, geometry: tuple[int, int, int], samples: int | None) -> dict[str, Any]:
+def prepare(info, source: str | None, sha256: str | None, geometry: tuple[int, int, int], samples: int | None) -> PreparedRecord:
     """Verify, read and convert the archive once; later calls with the same checksum reuse the cache."""
     if samples is not None:
         raise BadInput("--samples: the CIFAR-10 archive is converted whole; a scenario takes the first N samples with workload.dataset.samples")
@@ -134,15 +145,15 @@ def prepare(info, source: str | None, sha256: str | None, geometry: tuple[int, i
     expected = sha256 or pinned or OFFICIAL_SHA256
     official = expected == OFFICIAL_SHA256
     record = read_prepared(info.name, geometry)
-    if record is not None and record["source"].get("sha256") == expected:
-        return {**record, "cached": True}
+    if record is not None and record.source.get("sha256") == expected:
+        return replace(record, cached=True)
 
     archive = _archive_path(location, expected)
     verify_checksum(archive, expected, OFFICIAL_MD5 if official else None)
     members = read_tar_members(archive, [*SPLIT_MEMBERS["train"], *SPLIT_MEMBERS["test"], META_MEMBER])
     label_names = _label_names(members.pop(META_MEMBER))
     parent = dataset_cache_root() / info.name
-    splits: dict[str, Any] = {}
+    splits: dict[str, SplitEntry] = {}
     for split, names in SPLIT_MEMBERS.items():
         batches = [_batch(members.pop(name), name) for name in names]
         total = sum(labels.shape[0] for _, labels in batches)
@@ -161,22 +172,22 @@ def prepare(info, source: str | None, sha256: str | None, geometry: tuple[int, i
                 "name": info.name, "split": split, "synthetic": False, "num_classes": CLASSES, "class_names": label_names,
                 "class_counts": counts, "source": {"archive_sha256": expected, "members": names},
             })
-        splits[split] = {"folder": folder.name, "sha256": split_sha, "samples": total, "class_counts": counts}
+        splits[split] = SplitEntry(folder.name, split_sha, total, tuple(counts))
         del batches
-    record = {
-        "name": info.name,
-        "geometry": list(geometry),
-        "num_classes": CLASSES,
-        "class_names": label_names,
-        "synthetic": False,
-        "source": {
+    record = PreparedRecord(
+        name=info.name,
+        geometry=tuple(geometry),
+        num_classes=CLASSES,
+        class_names=tuple(label_names),
+        synthetic=False,
+        source={
             "kind": "archive",
             "location": location if is_url(location) else str(Path(location).expanduser().resolve()),
             "sha256": expected,
             "verified": "sha256 and md5 of the official archive" if official else "sha256 given by the user",
         },
-        "prepared_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "splits": splits,
-    }
+        prepared_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        splits=splits,
+    )
     write_prepared(record)
-    return {**record, "cached": False}
+    return record

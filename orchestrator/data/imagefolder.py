@@ -16,14 +16,14 @@ from __future__ import annotations
 import hashlib
 import os
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from orchestrator.data.fetch import is_url
-from orchestrator.data.store import SplitWriter, class_counts, dataset_cache_root, geometry_tag, read_prepared, write_prepared
+from orchestrator.data.store import PreparedRecord, SplitEntry, SplitWriter, class_counts, dataset_cache_root, geometry_tag, read_prepared, write_prepared
 from orchestrator.errors import BadInput
 
 IMAGE_EXTENSIONS = frozenset({".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp"})
@@ -158,7 +158,7 @@ def _progress():
                     console=console, transient=True, disable=not console.is_terminal)
 
 
-def prepare(info, source: str | None, sha256: str | None, geometry: tuple[int, int, int], samples: int | None) -> dict[str, Any]:
+def prepare(info, source: str | None, sha256: str | None, geometry: tuple[int, int, int], samples: int | None) -> PreparedRecord:
     """Decode the folder once into canonical train (and test) splits; reuse them while the folder is unchanged."""
     if not source:
         raise BadInput(f"{info.name}: --source FOLDER is required ({info.source_help}), or --source synthetic")
@@ -173,12 +173,12 @@ def prepare(info, source: str | None, sha256: str | None, geometry: tuple[int, i
     files = {split: list_files(classes, folder, root)[:samples] for split, folder in split_dirs.items()}
     fingerprint = _fingerprint(root, geometry, samples, files)
     record = read_prepared(info.name, geometry)
-    if record is not None and record["source"].get("fingerprint") == fingerprint:
-        return {**record, "cached": True}
+    if record is not None and record.source.get("fingerprint") == fingerprint:
+        return replace(record, cached=True)
 
     image_module = _require_pillow()
     parent = dataset_cache_root() / info.name
-    splits: dict[str, Any] = {}
+    splits: dict[str, SplitEntry] = {}
     workers = min(32, os.cpu_count() or 1)
     with ThreadPoolExecutor(max_workers=workers) as pool:
         for split, entries in files.items():
@@ -195,14 +195,14 @@ def prepare(info, source: str | None, sha256: str | None, geometry: tuple[int, i
                     "name": info.name, "split": split, "synthetic": False, "num_classes": len(classes), "class_names": classes,
                     "class_counts": counts, "source": {"folder": str(split_dirs[split]), "fingerprint": fingerprint},
                 })
-            splits[split] = {"folder": folder.name, "sha256": split_sha, "samples": len(entries), "class_counts": counts}
-    record = {
-        "name": info.name,
-        "geometry": list(geometry),
-        "num_classes": len(classes),
-        "class_names": classes,
-        "synthetic": False,
-        "source": {
+            splits[split] = SplitEntry(folder.name, split_sha, len(entries), tuple(counts))
+    record = PreparedRecord(
+        name=info.name,
+        geometry=tuple(geometry),
+        num_classes=len(classes),
+        class_names=tuple(classes),
+        synthetic=False,
+        source={
             "kind": "folder",
             "location": str(root),
             "fingerprint": fingerprint,
@@ -211,11 +211,11 @@ def prepare(info, source: str | None, sha256: str | None, geometry: tuple[int, i
             "transform": f"RGB/L, bilinear resize to cover {RESIZE_RATIO} crop ratio, center crop; order: class-sorted, permuted with seed {ORDER_SEED}",
             "pillow": getattr(image_module, "__version__", None) or _pillow_version(),
         },
-        "prepared_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "splits": splits,
-    }
+        prepared_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        splits=splits,
+    )
     write_prepared(record)
-    return {**record, "cached": False}
+    return record
 
 
 def _pillow_version() -> str | None:

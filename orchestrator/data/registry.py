@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.data.store import PreparedRecord
 from orchestrator.errors import BadInput
 
 
@@ -28,7 +29,7 @@ class DatasetInfo:
     source_help: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
-    def prepare(self, source: str | None, sha256: str | None, geometry: tuple[int, int, int], samples: int | None) -> dict[str, Any]:
+    def prepare(self, source: str | None, sha256: str | None, geometry: tuple[int, int, int], samples: int | None) -> PreparedRecord:
         """Prepare the real data (or reuse the cache); returns the prepared record (see store)."""
         if self.fixed_geometry and tuple(geometry) != self.geometry:
             raise BadInput(f"{self.name} images are {'x'.join(map(str, self.geometry))}; "

@@ -14,7 +14,9 @@ import numpy as np
 from orchestrator.data.fetch import normalize_sha256, split_fragment
 from orchestrator.data.registry import DatasetInfo, get_dataset
 from orchestrator.data.store import (
+    PreparedRecord,
     PreparedSplit,
+    SplitEntry,
     class_counts,
     dataset_cache_root,
     find_cached,
@@ -30,12 +32,12 @@ from orchestrator.data.store import (
 from orchestrator.errors import BadInput
 
 
-def find_prepared(info: DatasetInfo, geometry: tuple[int, int, int]) -> dict[str, Any]:
+def find_prepared(info: DatasetInfo, geometry: tuple[int, int, int]) -> PreparedRecord:
     """The prepared record of ``info`` at ``geometry``; BadInput telling how to prepare it if absent."""
     record = read_prepared(info.name, geometry)
     if record is not None:
         return record
-    others = [geometry_tag(r["geometry"]) for r in prepared_records(info.name)]
+    others = [geometry_tag(r.geometry) for r in prepared_records(info.name)]
     source_part = " --source FOLDER" if info.default_source is None else ""
     size_part = "" if info.fixed_geometry or geometry == info.geometry else f" --size {geometry[0]}x{geometry[1]}"
     hint = f"run `bench data prepare {info.name}{source_part}{size_part}`"
@@ -57,32 +59,28 @@ def prepare_from_source(name: str, source: str, split: str, samples: int | None,
         record = find_prepared(info, geometry)
     else:
         record = info.prepare(source, None, geometry, samples if info.partial else None)
-    if num_classes is not None and record["num_classes"] > num_classes:
-        raise BadInput(f"workload.model.num_classes: {num_classes}, but {info.name} has {record['num_classes']} classes")
+    if num_classes is not None and record.num_classes > num_classes:
+        raise BadInput(f"workload.model.num_classes: {num_classes}, but {info.name} has {record.num_classes} classes")
     return first_samples(prepared_split(record, split), samples)
 
 
-def _class_names(record: dict[str, Any]) -> list[str]:
-    return list(record.get("class_names") or [str(i) for i in range(record["num_classes"])])
-
-
-def prepared_facts(record: dict[str, Any]) -> dict[str, Any]:
+def prepared_facts(record: PreparedRecord) -> dict[str, Any]:
     """What ``bench data prepare --json`` prints about a prepared record."""
-    root = dataset_cache_root() / record["name"]
-    names = _class_names(record)
-    splits = {split: {"path": str(root / entry["folder"]), "sha256": entry["sha256"], "samples": entry["samples"]}
-              for split, entry in record["splits"].items()}
+    root = dataset_cache_root() / record.name
+    names = record.names()
+    splits = {split: {"path": str(root / entry.folder), "sha256": entry.sha256, "samples": entry.samples}
+              for split, entry in record.splits.items()}
     return {
-        "name": record["name"],
+        "name": record.name,
         "path": str(root),
-        "sha256": record["source"].get("sha256"),
-        "synthetic": record["synthetic"],
-        "cached": record.get("cached", False),
-        "geometry": record["geometry"],
-        "num_classes": record["num_classes"],
-        "source": record["source"],
-        "samples": {split: entry["samples"] for split, entry in record["splits"].items()},
-        "class_counts": {split: dict(zip(names, entry["class_counts"], strict=True)) for split, entry in record["splits"].items()},
+        "sha256": record.source.get("sha256"),
+        "synthetic": record.synthetic,
+        "cached": record.cached,
+        "geometry": list(record.geometry),
+        "num_classes": record.num_classes,
+        "source": record.source,
+        "samples": {split: entry.samples for split, entry in record.splits.items()},
+        "class_counts": {split: dict(zip(names, entry.class_counts, strict=True)) for split, entry in record.splits.items()},
         "splits": splits,
     }
 
@@ -98,17 +96,17 @@ def prepare_named(name: str, source: str | None = None, sha256: str | None = Non
         return prepared_facts(info.prepare(source, sha256, geometry, samples))
     if sha256:
         raise BadInput("--sha256: a synthetic dataset has no archive to check")
-    record: dict[str, Any] = {"name": name, "geometry": list(geometry), "num_classes": info.num_classes, "synthetic": True,
-                              "source": {"kind": "synthetic", "seed": seed}, "splits": {}, "cached": True}
+    cached = True
+    splits: dict[str, SplitEntry] = {}
     for split, default in info.synthetic_samples.items():
         count = samples or default
         stem = synthetic_stem(split, geometry, info.num_classes, count, seed)
-        record["cached"] = record["cached"] and find_cached(dataset_cache_root() / name, stem) is not None
+        cached = cached and find_cached(dataset_cache_root() / name, stem) is not None
         prepared = prepare_synthetic(name, split, count, geometry, info.num_classes, seed)
         meta = read_meta(prepared.path) or {}
-        record["splits"][split] = {"folder": prepared.path.name, "sha256": prepared.sha256, "samples": prepared.samples,
-                                   "class_counts": meta.get("class_counts") or class_counts(np.load(prepared.path / "labels.npy"), info.num_classes)}
-    return prepared_facts(record)
+        counts = meta.get("class_counts") or class_counts(np.load(prepared.path / "labels.npy"), info.num_classes)
+        splits[split] = SplitEntry(prepared.path.name, prepared.sha256, prepared.samples, tuple(counts))
+    return prepared_facts(PreparedRecord(name, tuple(geometry), info.num_classes, True, {"kind": "synthetic", "seed": seed}, splits, cached=cached))
 
 
 def check_workload_dataset(workload: dict[str, Any], where: str = "workload") -> None:

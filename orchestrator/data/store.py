@@ -48,6 +48,63 @@ class PreparedSplit:
     synthetic: bool
 
 
+@dataclass(frozen=True)
+class SplitEntry:
+    """One split of a prepared record: its folder under ``<cache>/<name>/``, hash, size and class counts."""
+
+    folder: str
+    sha256: str
+    samples: int
+    class_counts: tuple[int, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"folder": self.folder, "sha256": self.sha256, "samples": self.samples, "class_counts": list(self.class_counts)}
+
+
+@dataclass(frozen=True)
+class PreparedRecord:
+    """What ``bench data prepare NAME`` made at one geometry (``<name>/prepared-<H>x<W>x<C>.json``):
+    the dataset's splits and where they came from (``source``, the file's own JSON object).
+    ``cached``: found in the cache rather than prepared now (never written to the file)."""
+
+    name: str
+    geometry: tuple[int, ...]
+    num_classes: int
+    synthetic: bool
+    source: dict[str, Any]
+    splits: dict[str, SplitEntry]
+    class_names: tuple[str, ...] | None = None
+    prepared_at: str | None = None
+    cached: bool = False
+
+    @classmethod
+    def from_json(cls, doc: Any) -> PreparedRecord:
+        """A record read from its file; ValueError when it is not one."""
+        try:
+            splits = {name: SplitEntry(str(e["folder"]), str(e["sha256"]), int(e["samples"]), tuple(e.get("class_counts") or ()))
+                      for name, e in doc["splits"].items()}
+            names = doc.get("class_names")
+            return cls(str(doc["name"]), tuple(int(v) for v in doc["geometry"]), int(doc["num_classes"]), bool(doc.get("synthetic", False)),
+                       dict(doc.get("source") or {}), splits, tuple(names) if names is not None else None, doc.get("prepared_at"))
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise ValueError(f"not a prepared record ({exc.__class__.__name__}: {exc})") from None
+
+    def to_json(self) -> dict[str, Any]:
+        """The file's document (the keys in the order bench has always written them)."""
+        doc: dict[str, Any] = {"name": self.name, "geometry": list(self.geometry), "num_classes": self.num_classes}
+        if self.class_names is not None:
+            doc["class_names"] = list(self.class_names)
+        doc.update(synthetic=self.synthetic, source=self.source)
+        if self.prepared_at is not None:
+            doc["prepared_at"] = self.prepared_at
+        doc["splits"] = {name: entry.to_json() for name, entry in self.splits.items()}
+        return doc
+
+    def names(self) -> list[str]:
+        """The class names (the class indices as text where the dataset has none)."""
+        return list(self.class_names or [str(i) for i in range(self.num_classes)])
+
+
 def dataset_cache_root() -> Path:
     return Path(os.environ.get("BENCH_DATA_DIR") or Path.home() / ".cache" / "bench" / "datasets")
 
@@ -216,7 +273,7 @@ def list_splits(root: Path | None = None) -> list[dict[str, Any]]:
     if not root.is_dir():
         return rows
     for dataset in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(("_", "."))):
-        pointed = {entry["folder"] for record in prepared_records(dataset.name) for entry in record["splits"].values()}
+        pointed = {entry.folder for record in prepared_records(dataset.name) for entry in record.splits.values()}
         for folder in sorted(p for p in dataset.iterdir() if p.is_dir() and not p.name.startswith(".")):
             meta = read_meta(folder)
             if meta is not None:
@@ -230,44 +287,44 @@ def prepared_record_path(name: str, geometry: tuple[int, int, int] | list[int]) 
     return dataset_cache_root() / name / f"prepared-{geometry_tag(geometry)}.json"
 
 
-def prepared_records(name: str) -> list[dict[str, Any]]:
+def prepared_records(name: str) -> list[PreparedRecord]:
     """The valid prepared records of ``name`` (every split folder they name still complete)."""
     folder = dataset_cache_root() / name
     records = []
     for path in sorted(folder.glob("prepared-*.json")) if folder.is_dir() else []:
         try:
-            record = json.loads(path.read_text())
+            record = PreparedRecord.from_json(json.loads(path.read_text()))
         except ValueError:
             continue
-        if all(read_meta(folder / entry["folder"]) is not None for entry in record.get("splits", {}).values()):
+        if all(read_meta(folder / entry.folder) is not None for entry in record.splits.values()):
             records.append(record)
     return records
 
 
-def read_prepared(name: str, geometry: tuple[int, int, int] | list[int]) -> dict[str, Any] | None:
+def read_prepared(name: str, geometry: tuple[int, int, int] | list[int]) -> PreparedRecord | None:
     path = prepared_record_path(name, geometry)
     if not path.is_file():
         return None
     for record in prepared_records(name):
-        if list(record["geometry"]) == [int(v) for v in geometry]:
+        if list(record.geometry) == [int(v) for v in geometry]:
             return record
     return None
 
 
-def write_prepared(record: dict[str, Any]) -> Path:
-    path = prepared_record_path(record["name"], record["geometry"])
+def write_prepared(record: PreparedRecord) -> Path:
+    path = prepared_record_path(record.name, record.geometry)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(record, indent=2) + "\n")
+    tmp.write_text(json.dumps(record.to_json(), indent=2) + "\n")
     os.replace(tmp, path)
     return path
 
 
-def prepared_split(record: dict[str, Any], split: str) -> PreparedSplit:
-    entry = record["splits"].get(split)
+def prepared_split(record: PreparedRecord, split: str) -> PreparedSplit:
+    entry = record.splits.get(split)
     if entry is None:
-        raise BadInput(f"workload.dataset.split: the prepared {record['name']} has no '{split}' split (it has: {', '.join(sorted(record['splits']))})")
-    return load_split(dataset_cache_root() / record["name"] / entry["folder"])
+        raise BadInput(f"workload.dataset.split: the prepared {record.name} has no '{split}' split (it has: {', '.join(sorted(record.splits))})")
+    return load_split(dataset_cache_root() / record.name / entry.folder)
 
 
 def first_samples(full: PreparedSplit, samples: int | None) -> PreparedSplit:

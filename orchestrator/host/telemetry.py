@@ -30,8 +30,9 @@ import itertools
 import json
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from orchestrator.host.gpus import (
     device_facts,
@@ -64,11 +65,47 @@ def throttle_names(mask: int | None) -> list[str]:
     return [*names, f"0x{unknown:x}"] if unknown else names
 
 
-def _run_spec(run_dir: Path) -> dict[str, Any]:
+class RunDevices(NamedTuple):
+    """What the run's spec.json says of its devices: ``device`` (auto, cpu, cuda) and the device count."""
+
+    device: str | None = None
+    devices: int | None = None
+
+
+def _run_devices(run_dir: Path) -> RunDevices:
     try:
-        return json.loads((run_dir / "spec.json").read_text())
+        spec = json.loads((run_dir / "spec.json").read_text())
     except (OSError, ValueError):
-        return {}
+        return RunDevices()
+    if not isinstance(spec, dict):
+        return RunDevices()
+    used = (spec.get("parity") or {}).get("devices")
+    return RunDevices(spec.get("device"), used if isinstance(used, int) and not isinstance(used, bool) else None)
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One NVML sample of one GPU: a row of telemetry.csv (None where NVML did not answer)."""
+
+    time_s: float
+    gpu: int
+    util_gpu_pct: float | None = None
+    util_mem_pct: float | None = None
+    mem_used_bytes: int | None = None
+    power_w: float | None = None
+    sm_clock_mhz: float | None = None
+    mem_clock_mhz: float | None = None
+    temperature_c: float | None = None
+    throttle_reasons: int | None = None
+    energy_mj: int | None = None
+
+    @property
+    def throttle(self) -> str:
+        return "|".join(throttle_names(self.throttle_reasons))
+
+    def csv_row(self) -> list[Any]:
+        """The row's cells in CSV_COLUMNS order, '' where None."""
+        return ["" if value is None else value for value in (getattr(self, column) for column in CSV_COLUMNS)]
 
 
 class GpuTelemetry:
@@ -85,7 +122,7 @@ class GpuTelemetry:
         self._notes: list[str] = []
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
-        self._rows: list[dict[str, Any]] = []
+        self._rows: list[Sample] = []
         self._energy_start: dict[int, int | None] = {}
         self._t0 = 0.0
         self._csv_path: Path | None = None
@@ -115,8 +152,8 @@ class GpuTelemetry:
         if runtime_name(settings) == "slurm":
             self._reason = "runtime slurm: the job runs on a cluster node whose GPUs this host cannot sample"
             return
-        spec = _run_spec(run_dir)
-        if spec.get("device") == "cpu":
+        spec = _run_devices(run_dir)
+        if spec.device == "cpu":
             self._reason = "the run uses the CPU (device: cpu); no GPU telemetry"
             return
         interval = self.interval_s or settings.get("telemetry_interval_s") or DEFAULT_INTERVAL_S
@@ -132,8 +169,8 @@ class GpuTelemetry:
             self._close_nvml()
             return
         self._handles = handles
-        used = (spec.get("parity") or {}).get("devices")
-        if requested_devices(settings) is None and isinstance(used, int) and used < len(handles):
+        used = spec.devices
+        if requested_devices(settings) is None and used is not None and used < len(handles):
             self._notes.append(f"sampled all {len(handles)} GPUs of the host while the run uses {used}; "
                                "set visible_devices to restrict telemetry and energy to the run's GPUs")
         self._facts = {**driver_facts(nvml), "devices": [device_facts(nvml, i, h) for i, h in handles]}
@@ -158,20 +195,19 @@ class GpuTelemetry:
             memory = nvml_call(nvml.nvmlDeviceGetMemoryInfo, handle)
             power = nvml_call(nvml.nvmlDeviceGetPowerUsage, handle)
             mask = nvml_call(reasons, handle) if reasons else None
-            row = {
-                "time_s": now, "gpu": index,
-                "util_gpu_pct": getattr(util, "gpu", None), "util_mem_pct": getattr(util, "memory", None),
-                "mem_used_bytes": int(memory.used) if memory is not None else None,
-                "power_w": power / 1000.0 if power is not None else None,
-                "sm_clock_mhz": nvml_call(nvml.nvmlDeviceGetClockInfo, handle, sm),
-                "mem_clock_mhz": nvml_call(nvml.nvmlDeviceGetClockInfo, handle, mem),
-                "temperature_c": nvml_call(nvml.nvmlDeviceGetTemperature, handle, getattr(nvml, "NVML_TEMPERATURE_GPU", 0)),
-                "throttle_reasons": mask,
-                "throttle": "|".join(throttle_names(mask)),
-                "energy_mj": nvml_call(energy_call, handle) if energy_call else None,
-            }
+            row = Sample(
+                time_s=now, gpu=index,
+                util_gpu_pct=getattr(util, "gpu", None), util_mem_pct=getattr(util, "memory", None),
+                mem_used_bytes=int(memory.used) if memory is not None else None,
+                power_w=power / 1000.0 if power is not None else None,
+                sm_clock_mhz=nvml_call(nvml.nvmlDeviceGetClockInfo, handle, sm),
+                mem_clock_mhz=nvml_call(nvml.nvmlDeviceGetClockInfo, handle, mem),
+                temperature_c=nvml_call(nvml.nvmlDeviceGetTemperature, handle, getattr(nvml, "NVML_TEMPERATURE_GPU", 0)),
+                throttle_reasons=mask,
+                energy_mj=nvml_call(energy_call, handle) if energy_call else None,
+            )
             self._rows.append(row)
-            writer.writerow(["" if row[c] is None else row[c] for c in CSV_COLUMNS])
+            writer.writerow(row.csv_row())
 
     def _loop(self) -> None:
         assert self._csv_path is not None
@@ -214,60 +250,80 @@ def _round(value: float | None, digits: int = 2) -> float | None:
     return None if value is None else round(value, digits)
 
 
-def summarize_samples(rows: list[dict[str, Any]], duration_s: float, energy_start: dict[int, Any], energy_end: dict[int, Any],
+class GpuSummary(NamedTuple):
+    """The samples of one GPU summarised: ``per_gpu`` of the summary (``_asdict()``), and its energy as measured."""
+
+    gpu: int
+    samples: int
+    power_w_mean: float | None
+    power_w_max: float | None
+    util_pct_mean: float | None
+    mem_used_max_bytes: int | None
+    energy_j: float | None
+    method: str | None  # energy_counter | power_integral | None: no energy
+
+    def to_json(self) -> dict[str, Any]:
+        """The entry of ``per_gpu`` in run.json (rounded; the method is the summary's ``energy_method``)."""
+        return {"gpu": self.gpu, "samples": self.samples, "power_w_mean": _round(self.power_w_mean), "power_w_max": _round(self.power_w_max),
+                "util_pct_mean": _round(self.util_pct_mean, 1), "mem_used_max_bytes": self.mem_used_max_bytes,
+                "energy_j": _round(self.energy_j, 3)}
+
+
+def gpu_summary(gpu: int, mine: list[Sample], start: Any, end: Any) -> GpuSummary:
+    """One GPU's samples and its energy counter at start and end (mJ; anything else: no counter)."""
+    if isinstance(start, int | float) and isinstance(end, int | float) and end >= start:
+        energy: float | None = (end - start) / 1000.0
+        method: str | None = "energy_counter"
+    else:
+        energy = _integrate_power(mine)
+        method = "power_integral" if energy is not None else None
+    powers = [r.power_w for r in mine if r.power_w is not None]
+    utils = [r.util_gpu_pct for r in mine if r.util_gpu_pct is not None]
+    mems = [r.mem_used_bytes for r in mine if r.mem_used_bytes is not None]
+    return GpuSummary(gpu, len(mine), _mean(powers), max(powers, default=None), _mean(utils), max(mems, default=None), energy, method)
+
+
+def _per_tick(rows: list[Sample]) -> tuple[int, list[float], list[float]]:
+    """(ticks, the total power of each tick over the GPUs, the mean utilisation of each tick), ticks where a GPU had none left out."""
+    ticks: dict[float, list[Sample]] = {}
+    for row in rows:
+        ticks.setdefault(row.time_s, []).append(row)
+    total_power = [sum(r.power_w for r in tick if r.power_w is not None) for tick in ticks.values() if all(r.power_w is not None for r in tick)]
+    mean_util = [sum(r.util_gpu_pct for r in tick if r.util_gpu_pct is not None) / len(tick) for tick in ticks.values()
+                 if all(r.util_gpu_pct is not None for r in tick)]
+    return len(ticks), total_power, mean_util
+
+
+def summarize_samples(rows: list[Sample], duration_s: float, energy_start: dict[int, Any], energy_end: dict[int, Any],
                       facts: dict[str, Any], notes: list[str], interval_s: float, error: str | None = None,
                       csv_name: str | None = CSV_NAME) -> dict[str, Any]:
     """The summary stored in run.json: per-tick totals over GPUs, then mean/max; energy in joules."""
-    gpus = sorted({row["gpu"] for row in rows} | set(energy_start))
-    ticks: dict[float, list[dict[str, Any]]] = {}
-    for row in rows:
-        ticks.setdefault(row["time_s"], []).append(row)
-    total_power = [sum(r["power_w"] for r in tick) for tick in ticks.values() if all(r["power_w"] is not None for r in tick)]
-    mean_util = [sum(r["util_gpu_pct"] for r in tick) / len(tick) for tick in ticks.values()
-                 if all(r["util_gpu_pct"] is not None for r in tick)]
-    per_gpu = []
-    energy_j: float | None = 0.0
-    methods = set()
-    for gpu in gpus:
-        mine = [r for r in rows if r["gpu"] == gpu]
-        start, end = energy_start.get(gpu), energy_end.get(gpu)
-        if isinstance(start, int | float) and isinstance(end, int | float) and end >= start:
-            gpu_energy: float | None = (end - start) / 1000.0
-            methods.add("energy_counter")
-        else:
-            gpu_energy = _integrate_power(mine)
-            if gpu_energy is not None:
-                methods.add("power_integral")
-        if gpu_energy is None:
-            energy_j = None
-        elif energy_j is not None:
-            energy_j += gpu_energy
-        powers = [r["power_w"] for r in mine if r["power_w"] is not None]
-        utils = [r["util_gpu_pct"] for r in mine if r["util_gpu_pct"] is not None]
-        mems = [r["mem_used_bytes"] for r in mine if r["mem_used_bytes"] is not None]
-        per_gpu.append({"gpu": gpu, "samples": len(mine), "power_w_mean": _round(_mean(powers)), "power_w_max": _round(max(powers, default=None)),
-                        "util_pct_mean": _round(_mean(utils), 1), "mem_used_max_bytes": max(mems, default=None),
-                        "energy_j": _round(gpu_energy, 3)})
-    throttles = sorted({name for r in rows for name in throttle_names(r["throttle_reasons"])} - {"gpu_idle"})
-    temps = [r["temperature_c"] for r in rows if r["temperature_c"] is not None]
-    clocks = [r["sm_clock_mhz"] for r in rows if r["sm_clock_mhz"] is not None]
-    out: dict[str, Any] = {
+    gpus = sorted({row.gpu for row in rows} | set(energy_start))
+    ticks, total_power, mean_util = _per_tick(rows)
+    per_gpu = [gpu_summary(gpu, [r for r in rows if r.gpu == gpu], energy_start.get(gpu), energy_end.get(gpu)) for gpu in gpus]
+    energies = [g.energy_j for g in per_gpu]
+    energy_j = None if any(e is None for e in energies) else float(sum(e for e in energies if e is not None))
+    methods = {g.method for g in per_gpu if g.method}
+    throttles = sorted({name for r in rows for name in throttle_names(r.throttle_reasons)} - {"gpu_idle"})
+    temps = [r.temperature_c for r in rows if r.temperature_c is not None]
+    clocks = [r.sm_clock_mhz for r in rows if r.sm_clock_mhz is not None]
+    out = {
         "available": True,
         "reason": None,
         "csv": csv_name,
         "interval_s": interval_s,
         "duration_s": round(duration_s, 3),
-        "samples": len(ticks),
+        "samples": ticks,
         "gpus": gpus,
         "power_w": {"mean": _round(_mean(total_power)), "max": _round(max(total_power, default=None))},
         "util_pct": {"mean": _round(_mean(mean_util), 1), "max": _round(max(mean_util, default=None), 1)},
-        "mem_used_max_bytes": max((g["mem_used_max_bytes"] for g in per_gpu if g["mem_used_max_bytes"] is not None), default=None),
+        "mem_used_max_bytes": max((g.mem_used_max_bytes for g in per_gpu if g.mem_used_max_bytes is not None), default=None),
         "temperature_max_c": max(temps, default=None),
         "sm_clock_mean_mhz": _round(_mean(clocks), 1),
         "throttle_reasons_seen": throttles,
         "energy_j": _round(energy_j, 3) if gpus else None,
         "energy_method": (methods.pop() if len(methods) == 1 else "mixed" if methods else None) if energy_j is not None else None,
-        "per_gpu": per_gpu,
+        "per_gpu": [g.to_json() for g in per_gpu],
         **facts,
         "notes": list(notes),
     }
@@ -278,8 +334,8 @@ def summarize_samples(rows: list[dict[str, Any]], duration_s: float, energy_star
     return out
 
 
-def _integrate_power(rows: list[dict[str, Any]]) -> float | None:
-    points = [(r["time_s"], r["power_w"]) for r in rows if r["power_w"] is not None]
+def _integrate_power(rows: list[Sample]) -> float | None:
+    points = [(r.time_s, r.power_w) for r in rows if r.power_w is not None]
     if len(points) < 2:
         return None
     return float(sum((t1 - t0) * (p0 + p1) / 2.0 for (t0, p0), (t1, p1) in itertools.pairwise(points)))

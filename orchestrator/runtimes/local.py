@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from orchestrator.envvars import refuse_internal, without_internal
 from orchestrator.errors import BadInput
 from orchestrator.host.gpus import visible_ids
 from orchestrator.runtimes.base import Execution, LineSink, RunPaths, Runtime
+from orchestrator.runtimes.local_settings import LocalSettings, local_settings
 from orchestrator.runtimes.process import run_streamed
 
 # Kept in every worker's environment: NVLink multicast must stay off on shared multi-GPU hosts.
@@ -34,11 +36,12 @@ def compile_cache_env() -> dict[str, str]:
     }
 
 
-def resolve_interpreter(engine: EngineInfo, settings: dict[str, Any]) -> str:
+def resolve_interpreter(engine: EngineInfo, settings: Mapping[str, Any] | LocalSettings) -> str:
     """--python / engines.<name>.interpreter / a bench-managed env / the current interpreter."""
     from orchestrator.engines.venvs import managed_interpreter
 
-    chosen = settings.get("interpreter") or managed_interpreter(engine.name) or sys.executable
+    cfg = settings if isinstance(settings, LocalSettings) else local_settings(settings)
+    chosen = cfg.interpreter or managed_interpreter(engine.name) or sys.executable
     found = shutil.which(chosen) if os.sep not in chosen else (chosen if Path(chosen).exists() else None)
     if not found:
         raise BadInput(f"engines.{engine.name}.interpreter: '{chosen}' not found")
@@ -66,7 +69,7 @@ def visible_devices_value(visible: Any) -> str | None:
     return ",".join(visible_ids(visible)) or None
 
 
-def engine_env(engine: EngineInfo, settings: dict[str, Any]) -> dict[str, str]:
+def engine_env(engine: EngineInfo, settings: Mapping[str, Any]) -> dict[str, str]:
     """The engine process's environment: compile caches, this process's environment, the run's ``env``
     settings, the GPUs it may use, and FIXED_ENV last (no setting can turn NVLink multicast back on).
 
@@ -75,10 +78,10 @@ def engine_env(engine: EngineInfo, settings: dict[str, Any]) -> dict[str, str]:
     A data-parallel engine uses the first N visible GPUs and passes this environment on to
     every worker process it starts.
     """
-    env = {**compile_cache_env(), **without_internal(os.environ), **without_internal({k: str(v) for k, v in (settings.get("env") or {}).items()}),
-           **FIXED_ENV}
+    cfg = local_settings(settings)
+    env = {**compile_cache_env(), **without_internal(os.environ), **without_internal(cfg.environment()), **FIXED_ENV}
     env["PYTHONPATH"] = os.pathsep.join([*map(str, engine.python_path()), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    visible = visible_devices_value(settings.get("visible_devices"))
+    visible = visible_devices_value(cfg.visible_devices)
     if visible:
         env["CUDA_VISIBLE_DEVICES"] = visible
     return env
@@ -88,8 +91,9 @@ class LocalRuntime(Runtime):
     name = "local"
 
     def check(self, engine: EngineInfo, settings: dict[str, Any]) -> dict[str, Any]:
-        refuse_internal(settings.get("env") or {}, "env")
-        interpreter = resolve_interpreter(engine, settings)
+        cfg = local_settings(settings)
+        refuse_internal(cfg.environment(), "env")
+        interpreter = resolve_interpreter(engine, cfg)
         ok, why = (probe_framework if engine.probe_import else probe_module)(interpreter, engine)
         if not ok:
             raise BadInput(f"engine '{engine.name}': not usable with {interpreter}: {why} "

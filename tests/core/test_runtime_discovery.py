@@ -11,7 +11,8 @@ from orchestrator.runtimes import get_runtime, is_helper, runtime_modules, runti
 
 def test_helpers_are_not_runtimes() -> None:
     for helper in ("base", "process", "process_guard", "docker_gpus", "docker_limits", "docker_security",
-                   "docker_options", "docker_ownership", "docker_watchdog", "slurm_job", "_private"):
+                   "docker_options", "docker_ownership", "docker_watchdog", "slurm_job", "slurm_client", "slurm_follow",
+                   "local_settings", "_private"):
         assert is_helper(helper), helper
     for runtime in ("local", "docker", "slurm"):
         assert not is_helper(runtime), runtime

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from orchestrator.errors import BadInput
 from orchestrator.runtimes.docker_settings import DockerSettings, docker_settings
+from orchestrator.runtimes.local_settings import LocalSettings, local_settings
 from orchestrator.runtimes.runtime_settings import declarations, flagged, setting
 from orchestrator.runtimes.slurm_settings import KEYS, SlurmSettings, slurm_settings
 
@@ -31,6 +32,11 @@ from orchestrator.runtimes.slurm_settings import KEYS, SlurmSettings, slurm_sett
     (DockerSettings, {"mem_limit": "lots"}, "runtime.docker.mem_limit:"),
     (DockerSettings, {"cpus": 0}, "runtime.docker.cpus:"),
     (DockerSettings, {"shm_size": "lots"}, "docker.shm_size: 'lots' is not a size like 8g or 16384m"),
+    (LocalSettings, {"interpreter": "python3\n--x"}, "local.interpreter: 'python3\\n--x' is not an interpreter"),
+    (LocalSettings, {"interpreter": "  "}, "local.interpreter:"),
+    (LocalSettings, {"interpreter": 3}, "local.interpreter:"),
+    (LocalSettings, {"env": ["A=1"]}, "local.env: give a mapping"),
+    (LocalSettings, {"visible_devices": "0,\x7f"}, "local.visible_devices:"),
 ])
 def test_a_bad_value_is_refused_when_made_naming_the_field(cls: type, given: dict[str, Any], named: str) -> None:
     with pytest.raises(BadInput) as caught:
@@ -46,6 +52,9 @@ def test_values_are_kept_normalised_and_frozen() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         cfg.gpus = 4  # type: ignore[misc]
     assert DockerSettings(cpus=2).cpus == 2.0 and DockerSettings().shm_size == "8g"
+    local = local_settings({"interpreter": "/venv/bin/python", "env": {"A": 1}, "visible_devices": "2, 3", "slurm": {}, "device": "cpu"})
+    assert local == LocalSettings(interpreter="/venv/bin/python", env=(("A", "1"),), visible_devices=("2", "3"))
+    assert local.environment() == {"A": "1"} and local_settings({}) == LocalSettings() and LocalSettings(visible_devices="all").visible_devices == ()
 
 
 def test_each_value_is_refused_under_the_name_it_came_by() -> None:
@@ -64,16 +73,37 @@ def test_every_environment_variable_is_in_benchs_registry() -> None:
     from orchestrator.envvars import USER
 
     registered = {var.name for var in USER}
-    declared = {decl.env for cls in (SlurmSettings, DockerSettings) for decl in declarations(cls).values() if decl.env}
+    declared = {decl.env for cls in (SlurmSettings, DockerSettings, LocalSettings) for decl in declarations(cls).values() if decl.env}
     assert declared and declared <= registered, declared - registered
     assert tuple(f"BENCH_SLURM_{key.upper()}" for key in KEYS) == tuple(declarations(SlurmSettings)[k].env for k in KEYS)
 
 
-def _slurm_options(command: str) -> list[tuple[tuple[str, ...], str | None, bool]]:
+def _options(command: str, prefix: str = "--slurm") -> list[tuple[tuple[str, ...], str | None, bool]]:
     from orchestrator.cli.app import app
 
     scenario = typer.main.get_command(app).commands["scenario"]
-    return [(tuple(p.opts), p.help, p.required) for p in scenario.commands[command].params if any(o.startswith("--slurm") for o in p.opts)]
+    return [(tuple(p.opts), p.help, p.required) for p in scenario.commands[command].params if any(o.startswith(prefix) for o in p.opts)]
+
+
+def _slurm_options(command: str) -> list[tuple[tuple[str, ...], str | None, bool]]:
+    return _options(command)
+
+
+def test_run_and_resume_take_python_from_the_local_settings() -> None:
+    """--python is LocalSettings.interpreter's flag: the same option, with the same help, in both commands."""
+    declared = [((decl.flag,), decl.help, False) for decl in flagged(LocalSettings).values()]
+    assert declared == [(("--python",), declarations(LocalSettings)["interpreter"].help, False)]
+    assert _options("run", "--python") == declared and _options("resume", "--python") == declared
+
+
+def test_a_bad_python_is_refused_before_anything_runs(capsys, monkeypatch, tmp_path) -> None:
+    from tests.core.cli_helpers import FAKE_SCENARIO, run_cli, use_fake_engines
+
+    use_fake_engines(monkeypatch)
+    for command in (["scenario", "run", str(FAKE_SCENARIO), "--out", str(tmp_path)], ["scenario", "resume", str(tmp_path / "none")]):
+        code, _, err = run_cli(capsys, monkeypatch, *command, "--python", "python3\x01")
+        assert code == 2 and "local.interpreter: 'python3\\x01' is not an interpreter" in err, (command, err)
+    assert not any(tmp_path.iterdir())
 
 
 def test_run_and_resume_take_their_slurm_options_from_the_one_declaration() -> None:

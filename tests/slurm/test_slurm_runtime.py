@@ -14,7 +14,8 @@ import pytest
 from orchestrator.engines.registry import EngineInfo
 from orchestrator.errors import BadInput
 from orchestrator.runtimes import RunPaths, get_runtime
-from orchestrator.runtimes.slurm import SlurmRuntime, parse_job
+from orchestrator.runtimes.slurm import SlurmRuntime
+from orchestrator.runtimes.slurm_client import parse_job
 
 REPO = Path(__file__).resolve().parents[2]
 

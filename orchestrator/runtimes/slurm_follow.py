@@ -1,0 +1,164 @@
+"""Following a submitted Slurm job until it has ended: its state polled (``slurm_client.query_job``),
+its output streamed into ``engine.log`` and the progress line (:class:`LogTail`), bench's lifeline
+touched, the run's timeout enforced with ``scancel``, the result brought home from the shared folder.
+Each step returns the run's :class:`~orchestrator.runtimes.base.Execution`."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from orchestrator.runtimes.base import Execution, LineSink, RunPaths
+from orchestrator.runtimes.slurm_client import PENDING, TERMINAL, JobView, exit_status, in_queue, query_job, run_command
+from orchestrator.runtimes.slurm_job import JobRequest, lifeline_path
+from orchestrator.runtimes.slurm_settings import SlurmSettings
+
+CANCEL_WAIT_S = 90.0  # after scancel: how long to wait for the job to leave the queue
+LOST_AFTER_S = 120.0  # the controller not answering about the job this long: give up on it
+PENDING_NOTE_S = 30.0  # repeat the "pending" progress line this often
+
+
+class LogTail:
+    """Follow the job's output file: new complete lines go to the sink (and to engine.log)."""
+
+    def __init__(self, source: Path, log: Path, sink: LineSink):
+        self.source, self.log, self.sink = source, log, sink
+        self.offset = 0
+        self.partial = b""
+        self.copy = source.resolve() != log.resolve()
+
+    def poll(self, final: bool = False) -> None:
+        try:
+            with open(self.source, "rb") as handle:
+                handle.seek(self.offset)
+                data = handle.read()
+        except OSError:
+            return
+        self.offset += len(data)
+        data = self.partial + data
+        lines = data.split(b"\n")
+        self.partial = b"" if final else lines.pop()
+        if self.copy and (lines or final):
+            chunk = b"\n".join(lines) + (b"\n" if lines and lines[-1] != b"" else b"")
+            with open(self.log, "ab") as log:
+                log.write(chunk)
+        for raw in lines:
+            line = raw.decode("utf-8", errors="replace").rstrip("\r")
+            if line or not final:
+                self.sink(line)
+
+
+def touch_lifeline(job: JobRequest) -> None:
+    """Tell the job that bench still follows it (see ``slurm_job._watched_engine``)."""
+    if job.lifeline_s <= 0:
+        return
+    try:
+        lifeline_path(job).touch()
+    except OSError:
+        pass  # a full or read-only shared folder: the job's own --time limit still bounds it
+
+
+def follow(job_id: str, job: JobRequest, paths: RunPaths, cfg: SlurmSettings, timeout_s: float,
+           sink: LineSink, info: dict[str, Any], tail: LogTail) -> Execution:
+    """Poll the job until it has ended (or exceeded ``timeout_s`` once running: cancelled), streaming its output."""
+    submitted = time.monotonic()
+    running_since: float | None = None
+    last_state, last_note, last_answer = "", 0.0, time.monotonic()
+    while True:
+        touch_lifeline(job)
+        view = query_job(job_id)
+        now = time.monotonic()
+        if view.known:
+            last_answer = now
+        elif now - last_answer > LOST_AFTER_S:
+            cancel(job_id, job.job_name, info)
+            collect(job, paths, tail)
+            return Execution("error", None, f"lost track of Slurm job {job_id}: the controller did not answer for {LOST_AFTER_S:g} s; job cancelled", info)
+        if view.node:
+            info["node"] = view.node
+        state = view.state
+        if state in ("RUNNING", "COMPLETING") and running_since is None:
+            running_since = now
+            info["pending_s"] = round(now - submitted, 3)
+        if state != last_state or (state in PENDING and now - last_note >= PENDING_NOTE_S):
+            if state in PENDING:
+                sink(f"slurm: job {job_id} {state.lower()}" + (f" ({view.reason})" if view.reason and view.reason != "None" else "")
+                     + f", {now - submitted:.0f} s in the queue")
+            elif state == "RUNNING":
+                sink(f"slurm: job {job_id} running on {view.node or '?'}")
+            last_state, last_note = state, now
+        tail.poll()
+        if state in TERMINAL or state == "GONE":
+            if running_since is not None:
+                info["run_s"] = round(now - running_since, 3)
+            return ended(job_id, view, job, paths, tail, info, sink)
+        if running_since is not None and now - running_since >= timeout_s:
+            sink(f"slurm: job {job_id} exceeded the {timeout_s:g} s timeout; cancelling")
+            view = cancel(job_id, job.job_name, info)
+            collect(job, paths, tail)
+            info["run_s"] = round(now - running_since, 3)
+            return Execution("timeout", exit_status(view.exit_code or ""),
+                             f"exceeded the {timeout_s:g} s timeout; Slurm job {job_id} cancelled", info)
+        time.sleep(cfg.poll_s)
+
+def ended(job_id: str, view: JobView, job: JobRequest, paths: RunPaths, tail: LogTail,
+          info: dict[str, Any], sink: LineSink) -> Execution:
+    # Wait out COMPLETING (epilog, output flush) so the log and the result are whole.
+    deadline = time.monotonic() + CANCEL_WAIT_S
+    while in_queue(job_id) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    final = query_job(job_id)
+    if final.state in TERMINAL:
+        view = final
+    info["scheduler_state"] = view.state if view.state != "GONE" else "UNKNOWN"
+    if view.exit_code:
+        info["exit_code"] = view.exit_code
+    if view.node:
+        info["node"] = view.node
+    collect(job, paths, tail, wait_for_result=view.state == "COMPLETED")
+    code = exit_status(view.exit_code or "")
+    sink(f"slurm: job {job_id} ended {view.state}" + (f" (exit code {view.exit_code})" if view.exit_code else ""))
+    has_result = paths.result.is_file()
+    if view.state == "TIMEOUT":
+        return Execution("timeout", code, f"Slurm job {job_id} reached its time limit" + (f" (--time={job.time})" if job.time else ""), info)
+    if view.state in ("COMPLETED", "FAILED") or (view.state == "GONE" and has_result):
+        return Execution("exited", code if code is not None else (0 if has_result else None), None, info)
+    if has_result:  # e.g. OUT_OF_MEMORY after the engine reported its failure
+        return Execution("exited", code if code else 1, f"Slurm job {job_id} ended {view.state}", info)
+    reason = f" ({view.reason})" if view.reason and view.reason != "None" else ""
+    return Execution("error", code, f"Slurm job {job_id} ended {view.state}{reason} without an engine result", info)
+
+def collect(job: JobRequest, paths: RunPaths, tail: LogTail, wait_for_result: bool = False) -> None:
+    """Final log lines; the result copied back from the shared folder (NFS may lag a little)."""
+    lifeline_path(job).unlink(missing_ok=True)  # the job has ended: nothing is left to keep alive
+    deadline = time.monotonic() + (10.0 if wait_for_result else 0.0)
+    while not job.result.is_file() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    tail.poll(final=True)
+    if job.workdir != paths.run_dir:  # the staging copy: bring the result home, then drop it
+        if job.result.is_file():
+            shutil.copyfile(job.result, paths.result)
+        shutil.rmtree(job.workdir, ignore_errors=True)
+
+def cancel(job_id: str | None, job_name: str, info: dict[str, Any]) -> JobView:
+    """scancel the job (by id, or by its unique name when sbatch was interrupted) and wait until it has left the queue."""
+    if job_id is None:
+        run_command(["scancel", "--name", job_name, "--user", str(os.getuid())], timeout=30)
+        return JobView()
+    run_command(["scancel", job_id], timeout=30)
+    deadline = time.monotonic() + CANCEL_WAIT_S
+    try:
+        while in_queue(job_id) and time.monotonic() < deadline:
+            time.sleep(0.5)
+    except KeyboardInterrupt:  # a second Ctrl-C: stop waiting, the cancel request is in
+        pass
+    view = query_job(job_id)
+    info["scheduler_state"] = view.state if view.state not in ("GONE", "UNKNOWN") else "CANCELLED"
+    if view.exit_code:
+        info["exit_code"] = view.exit_code
+    if view.node:
+        info["node"] = view.node
+    return view
