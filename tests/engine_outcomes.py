@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrator.judge.parity import check_against_spec
+from tests.parity_docs import check_against_spec
 
 
 def expect_ok(run_engine: Any, spec: dict[str, Any]) -> dict[str, Any]:

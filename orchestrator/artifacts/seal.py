@@ -3,7 +3,7 @@
 A run's files are listed (sealed) by the manifest written as soon as the run ends. Engines have write
 access to the artifact, so every later manifest write compares each sealed file with its seal: a file
 changed (or gone) since is *tampered*: the manifest keeps its sealed hash (so ``bench results validate``
-reports it modified) and the run it belongs to is made ``invalid`` (:func:`flag_tampered`). A change
+reports it modified) and the run it belongs to is made ``invalid`` (:func:`tampered_run`, orchestrator/run/finish.py). A change
 is accepted only when bench wrote the new bytes itself (:mod:`orchestrator.written`). A file that
 appears outside the folders the previous manifest declared in flight, and that bench did not write,
 is never adopted: it stays unlisted (validation fails on it) and the run that was in flight, the only
@@ -118,15 +118,6 @@ def seal_listing(root: Path, current: list[tuple[str, int, str]], flying: list[s
     return sorted(files, key=lambda f: f["path"])
 
 
-def flag_tampered(root: Path, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Make ``invalid`` every record whose run folder was tampered with; returns the records changed."""
-    changed = []
-    for record in records:
-        why = state(root).tampered.get(f"{RUNS}/{record['run_id']}")
-        if why is None or (record["status"] == "invalid" and str(record.get("reason", "")).startswith("tampered")):
-            continue
-        if record.get("throughput") is not None:
-            record["apparent_throughput"] = record["throughput"]
-        record.update(status="invalid", throughput=None, reason=f"tampered: {why}")
-        changed.append(record)
-    return changed
+def tampered_run(root: Path, run_id: str) -> str | None:
+    """Why the folder of run ``run_id`` is tampered with (its files changed after they were sealed), or None."""
+    return state(root).tampered.get(f"{RUNS}/{run_id}")

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
 
 from rich.status import Status
 
 from orchestrator.cli.console import err, print_warning, status_text
 from orchestrator.cli.pace import duration_text
 from orchestrator.cli.phases import PhaseBoard
+from orchestrator.judge.record import RunRecord
 from orchestrator.reports.formats import RATE
 from orchestrator.scenario import RunPlan
 from orchestrator.terminal import markup
@@ -91,17 +91,17 @@ class RichReporter:
             self._printed = now
             err.print(f"{markup(self._label)}  [dim]{markup(self.progress_text())}[/]")
 
-    def run_finished(self, record: dict[str, Any]) -> None:
+    def run_finished(self, record: RunRecord) -> None:
         if self._status is not None:
             self._status.stop()
             self._status = None
-        if record["status"] != "skipped":
-            self._walls.append(float(record["wall_s"]))
+        if record.status != "skipped":
+            self._walls.append(float(record.wall_s))
         if self.quiet:
             return
-        rate = record.get("throughput")
-        detail = f"{RATE(rate)} samples/s" if rate else markup(record.get("reason") or "")
-        err.print(f"{markup(self._label)}  {status_text(record['status'])}  {detail}  [dim]({record['wall_s']:.1f}s{self._time_left()})[/]")
+        rate = record.throughput
+        detail = f"{RATE(rate)} samples/s" if rate else markup(record.reason or "")
+        err.print(f"{markup(self._label)}  {status_text(record.status)}  {detail}  [dim]({record.wall_s:.1f}s{self._time_left()})[/]")
 
     def _time_left(self) -> str:
         """``; about 12m05s for 11 more runs`` at the mean wall time of the runs so far (empty after the last run)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -12,6 +13,7 @@ from orchestrator.artifacts.layout import SUMMARY
 from orchestrator.cli.console import err, out, print_json
 from orchestrator.cli.results_view import WideOption, render_summary, with_warnings
 from orchestrator.errors import BadInput
+from orchestrator.judge.summary_model import Summary
 from orchestrator.schemas import SchemaError
 from orchestrator.schemas import validate as validate_document
 from orchestrator.terminal import markup
@@ -25,7 +27,13 @@ def _folder(path: Path) -> Path:
     return path
 
 
-def load_summary(folder: Path) -> dict:
+def load_summary(folder: Path) -> Summary:
+    """The artifact's summary.json, read without following links and schema-checked; BadInput when unusable."""
+    return Summary.from_json(summary_document(folder))
+
+
+def summary_document(folder: Path) -> dict[str, Any]:
+    """The artifact's summary.json as the document it is (what ``--json`` prints)."""
     from orchestrator.artifacts.walk import read_bytes_no_follow
 
     open_artifact(folder)
@@ -50,9 +58,10 @@ def show(artifact: Path = typer.Argument(..., help="Artifact folder (or .tar.gz 
     from orchestrator.judge.runtime_use import artifact_warnings
 
     with artifact_folder(_folder(artifact)) as root:
-        summary = load_summary(root)
+        document = summary_document(root)
+        summary = Summary.from_json(document)
         if as_json:
-            print_json(with_warnings(summary, artifact_warnings(root, summary)))
+            print_json(with_warnings(document, artifact_warnings(root, summary)))
         else:
             render_summary(summary, wide, root)
         warn_integrity(root)

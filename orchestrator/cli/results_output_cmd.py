@@ -8,6 +8,7 @@ A missing, unreadable or invalid artifact (schemas, sha256) is bad input: one li
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,9 +18,12 @@ import typer
 from orchestrator.cli.console import err, out, print_json
 from orchestrator.cli.results_view import WideOption, print_warnings, rich_table
 from orchestrator.errors import BadInput
+from orchestrator.judge.compare import DIRECTION, Comparison, GroupChange
+from orchestrator.judge.environment_diff import EnvironmentDiff
+from orchestrator.judge.summary_model import GROUP_KEYS, Summary
 from orchestrator.reports.formats import PVALUE, RATE, Span, number, span
 from orchestrator.reports.model import Table as ReportTable
-from orchestrator.reports.views import Field, batch_label, devices_label, group_label, grouped_notes, interval_heading, view
+from orchestrator.reports.views import Field, batch_label, devices_label, grouped_notes, interval_heading, view
 from orchestrator.terminal import markup
 
 
@@ -39,7 +43,7 @@ def _checked_artifact(path: Path, label: str) -> Iterator[Path]:
         yield root
 
 
-def _summary(root: Path, path: Path) -> dict[str, Any]:
+def _summary(root: Path, path: Path) -> Summary:
     from orchestrator.cli.results_cmd import load_summary
 
     try:
@@ -48,42 +52,54 @@ def _summary(root: Path, path: Path) -> dict[str, Any]:
         raise BadInput(str(exc).replace(str(root), str(path))) from None
 
 
-def _interval(group: dict[str, Any]) -> Span | None:
+def _interval(group: GroupChange) -> Span | None:
     """The ratio's bootstrap 95% CI, or with too few repeats for one, its range."""
-    return Span.of(group["ci95"], "ci95") if group.get("ci95") else Span.of(group.get("range"), "range")
+    c = group.comparison
+    if c is None:
+        return None
+    return Span.of(c.ci95, "ci95") if c.ci95 else Span.of(c.range, "range")
 
 
-def comparison_table(doc: dict[str, Any], wide: bool = False) -> ReportTable:
+def _cell(group: GroupChange, key: str) -> Any:
+    return group.key[GROUP_KEYS.index(key)]
+
+
+def comparison_table(doc: Comparison, wide: bool = False) -> ReportTable:
     """The groups of a comparison in the shared table model (the verdict column coloured like a status)."""
-    direction = doc["direction"] if wide else "B/A = median samples/s of B / median of A; above 1 means B is faster"
-    notes = [direction + f"; significant: Mann-Whitney U p < {doc['alpha']:g}"
-             + (f"; no change: |change| < {doc['min_change_pct']:g}%" if doc["min_change_pct"] else "")]
-    header, compact_span = interval_heading([_interval(g) for g in doc["groups"]], number(".3f"))
-    fields = [Field("engine", lambda g: g["engine"]), Field("precision", lambda g: g["precision"], short="prec"),
-              Field("path", lambda g: g["path"], fold=str), Field("batch", lambda g: g["batch_per_device"], fold=batch_label),
-              Field("dev", lambda g: g["devices"], fold=devices_label),
-              Field("n A", lambda g: g["n_a"], wide_only=True), Field("n B", lambda g: g["n_b"], wide_only=True),
-              Field("n A/B", lambda g: f"{g['n_a']}/{g['n_b']}", compact_only=True),
-              Field("median A", lambda g: g["median_a"], RATE, wide_only=True), Field("median B", lambda g: g["median_b"], RATE, wide_only=True),
-              Field("B/A", lambda g: g["ratio"], number(".3f", "x")),
+    direction = DIRECTION if wide else "B/A = median samples/s of B / median of A; above 1 means B is faster"
+    notes = [direction + f"; significant: Mann-Whitney U p < {doc.alpha:g}"
+             + (f"; no change: |change| < {doc.min_change_pct:g}%" if doc.min_change_pct else "")]
+    header, compact_span = interval_heading([_interval(g) for g in doc.groups], number(".3f"))
+    fields = [Field("engine", lambda g: _cell(g, "engine")), Field("precision", lambda g: _cell(g, "precision"), short="prec"),
+              Field("path", lambda g: _cell(g, "path"), fold=str), Field("batch", lambda g: _cell(g, "batch_per_device"), fold=batch_label),
+              Field("dev", lambda g: _cell(g, "devices"), fold=devices_label),
+              Field("n A", lambda g: g.n_a, wide_only=True), Field("n B", lambda g: g.n_b, wide_only=True),
+              Field("n A/B", lambda g: f"{g.n_a}/{g.n_b}", compact_only=True),
+              Field("median A", lambda g: g.median_a, RATE, wide_only=True), Field("median B", lambda g: g.median_b, RATE, wide_only=True),
+              Field("B/A", lambda g: g.ratio, number(".3f", "x")),
               Field("interval", _interval, span(".3f", sep="-"), compact_span, short=header),
-              Field("change", lambda g: g["change_pct"], number("+.1f", "%"), wide_only=True),
-              Field("p", lambda g: g["p_value"], PVALUE),
-              Field("verdict", lambda g: g["verdict"], compact_fmt=lambda v: v.split(" (")[0], status=True, clip=True)]
-    return view("compare", "B relative to A: steady-state throughput", fields, doc["groups"], wide, notes)
+              Field("change", lambda g: g.change_pct, number("+.1f", "%"), wide_only=True),
+              Field("p", lambda g: g.comparison.test.p_value if g.comparison else None, PVALUE),
+              Field("verdict", lambda g: g.verdict, compact_fmt=lambda v: v.split(" (")[0], status=True, clip=True)]
+    return view("compare", "B relative to A: steady-state throughput", fields, list(doc.groups), wide, notes)
 
 
-def _render_comparison(doc: dict[str, Any], wide: bool) -> None:
-    a, b = doc["a"], doc["b"]
-    out.print(f"A: {markup(a['artifact'])} ({markup(a['scenario'])} {markup(a['artifact_id'])})")
-    out.print(f"B: {markup(b['artifact'])} ({markup(b['scenario'])} {markup(b['artifact_id'])})")
+def _label(key: tuple[Any, ...]) -> str:
+    engine, precision, path, batch, devices = key
+    return f"{engine} {precision} {path} b{batch} x{devices}"
+
+
+def _render_comparison(doc: Comparison, wide: bool) -> None:
+    a, b = doc.a, doc.b
+    out.print(f"A: {markup(a.artifact)} ({markup(a.scenario)} {markup(a.artifact_id)})")
+    out.print(f"B: {markup(b.artifact)} ({markup(b.scenario)} {markup(b.artifact_id)})")
     out.print(rich_table(comparison_table(doc, wide), wide))
-    for note in grouped_notes(((group_label(g), g.get("note")) for g in doc["groups"]), "group"):
+    for note in grouped_notes(((_label(g.key), g.comparison.test.note if g.comparison else None) for g in doc.groups), "group"):
         err.print(f"[yellow]note[/] {markup(note)}")
-    for side, key in (("A", "only_in_a"), ("B", "only_in_b")):
-        for g in doc[key]:
-            err.print(markup(f"only in {side}: {g['engine']} {g['precision']} {g['path']} b{g['batch_per_device']} x{g['devices']}"))
-    print_warnings(doc["warnings"])
+    for side, only in (("A", doc.only_in_a), ("B", doc.only_in_b)):
+        for key, _runs in only:
+            err.print(markup(f"only in {side}: {_label(key)}"))
+    print_warnings(list(doc.warnings))
 
 
 def compare(a: Path = typer.Argument(..., help="Baseline artifact A (folder or .tar.gz)."),
@@ -107,29 +123,30 @@ def compare(a: Path = typer.Argument(..., help="Baseline artifact A (folder or .
         env = environment_diff(environment(root_a, summary_a), environment(root_b, summary_b))
         doc = compare_summaries(summary_a, summary_b, str(a), str(b), alpha=alpha, min_change_pct=threshold, environment=env)
         uses_a, uses_b = runtime_uses(root_a, summary_a), runtime_uses(root_b, summary_b)
-    doc["warnings"] += [*mixed_warnings(uses_a, "A's"), *mixed_warnings(uses_b, "B's"), *between_warnings(uses_a, uses_b)]
+    doc = dataclasses.replace(doc, warnings=(*doc.warnings, *mixed_warnings(uses_a, "A's"), *mixed_warnings(uses_b, "B's"),
+                                             *between_warnings(uses_a, uses_b)))
     if as_json:
-        print_json(doc)
+        print_json(doc.to_json())
     else:
         _render_comparison(doc, wide)
-        _render_environment(doc["environment"], wide)
+        _render_environment(env, wide)
 
 
 def blank_dash(value: Any) -> str:
     return "-" if value in (None, "") else str(value)
 
 
-def environment_table(env: dict[str, Any], wide: bool = False) -> ReportTable:
+def environment_table(env: EnvironmentDiff, wide: bool = False) -> ReportTable:
     """The facts that differ between A and B: scope (artifact or engine), fact, A's value, B's value."""
-    fields = [Field("scope", lambda d: d["scope"]), Field("fact", lambda d: d["key"]),
-              Field("A", lambda d: d["a"], blank_dash, wrap=True), Field("B", lambda d: d["b"], blank_dash, wrap=True)]
-    return view("environment", "environment: what differs (A -> B)", fields, env["differences"], wide)
+    fields = [Field("scope", lambda d: d.scope), Field("fact", lambda d: d.key),
+              Field("A", lambda d: d.a, blank_dash, wrap=True), Field("B", lambda d: d.b, blank_dash, wrap=True)]
+    return view("environment", "environment: what differs (A -> B)", fields, list(env.differences), wide)
 
 
-def _render_environment(env: dict[str, Any], wide: bool) -> None:
+def _render_environment(env: EnvironmentDiff, wide: bool) -> None:
     """The metadata diff: only the facts that differ, or 'same environment'."""
-    if env["same"]:
-        out.print(markup("environment: same environment (bench, host, driver, GPUs" + (", " + ", ".join(env["engines"]) if env["engines"] else "") + ")"))
+    if env.same:
+        out.print(markup("environment: same environment (bench, host, driver, GPUs" + (", " + ", ".join(env.engines) if env.engines else "") + ")"))
         return
     out.print(rich_table(environment_table(env, wide), wide))
 
@@ -153,7 +170,7 @@ def report(artifact: Path = typer.Argument(..., help="Artifact folder (or .tar.g
             data.as_published = load_report_data(other, str(as_published))
             if not data.scenario.get("claims"):
                 raise BadInput(f"--as-published {as_published}: artifact {artifact}'s scenario has no claims to compare")
-        target = out_dir or default_report_dir(artifact, data.summary["scenario"], data.artifact_id)
+        target = out_dir or default_report_dir(artifact, data.summary.scenario, data.artifact_id)
         written = build_report(data, target, html=html, artifact_root=artifact if artifact.is_dir() else None)
     if as_json:
         print_json({"artifact": str(artifact), "out": str(target.resolve()), "files": {k: str(v) for k, v in written.items()}})

@@ -13,6 +13,7 @@ from rich.table import Table as RichTable
 from rich.text import Text
 
 from orchestrator.cli.console import STATUS_STYLE, err, out, print_json, print_warning
+from orchestrator.judge.summary_model import Summary
 from orchestrator.reports.model import Table
 from orchestrator.reports.views import Clipped, Wrapped
 from orchestrator.terminal import markup, markup_lines, visible, visible_lines
@@ -86,7 +87,7 @@ def artifact_claims(root: Path) -> dict[str, Any] | None:
     return claims if isinstance(claims, dict) else None
 
 
-def render_summary(summary: dict[str, Any], wide: bool = False, root: Path | None = None) -> list[str]:
+def render_summary(summary: Summary, wide: bool = False, root: Path | None = None) -> list[str]:
     """Print the tables of a summary (the claims of the artifact's scenario with them when ``root`` is given), then
     the warnings of the artifact's runs (runtimes or images that differ); returns those warnings."""
     from orchestrator.judge.runtime_use import artifact_warnings
@@ -103,16 +104,16 @@ def with_warnings(document: dict[str, Any], warnings: list[str]) -> dict[str, An
     return {**document, "warnings": [*(document.get("warnings") or []), *warnings]}
 
 
-def print_outcome(root: Path, summary: dict[str, Any], as_json: bool, wide: bool) -> None:
+def print_outcome(root: Path, summary: Summary, as_json: bool, wide: bool) -> None:
     """The end of a run or resume: the summary's tables and the artifact's warnings, or them as JSON."""
     from orchestrator.judge.runtime_use import artifact_warnings
 
     if as_json:  # no tables to carry the groups' warnings: they go to stderr, beside the progress
         from orchestrator.judge.trust import warning_lines
 
-        for line in warning_lines(summary["groups"]):
+        for line in warning_lines(summary.groups):
             print_warning(line)
-        print_json(with_warnings({"artifact": str(root), **summary}, artifact_warnings(root, summary)))
+        print_json(with_warnings({"artifact": str(root), **summary.to_json()}, artifact_warnings(root, summary)))
         return
     render_summary(summary, wide, root)  # the groups' warnings: footnotes under the statistics table
     err.print(f"artifact: [bold]{markup(str(root))}[/]")

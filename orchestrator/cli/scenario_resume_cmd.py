@@ -93,7 +93,7 @@ def _show(plan, as_json: bool, dry_run: bool) -> None:
         return
     for run in plan.runs:
         action = "[dim]keep[/]" if run.keep else "[bold]run again[/]"
-        status = run.record["status"] if run.record else "no record"
+        status = run.record.status if run.record else "no record"
         out.print(f"{action}  {markup(run.plan.run_id)}  {status_text(status)}  [dim]{markup(run.why)}[/]")
     for unsearched in plan.unsearched:
         out.print(f"[bold]search[/]  {markup(unsearched.run_id)}  [dim]its maximal batch search did not finish[/]")

@@ -10,12 +10,15 @@ across one engine's runs reads as them all, joined. Only engines present in both
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from orchestrator.artifacts.layout import RUNS
 from orchestrator.artifacts.validate import MAX_DOCUMENT_BYTES
 from orchestrator.artifacts.walk import read_bytes_no_follow
+from orchestrator.judge.summary_model import Summary
 
 ENVIRONMENT_KEYS = ("framework", "framework_version", "engine_version", "python", "cuda", "cudnn", "driver", "devices")
 RUNTIME_KEYS = ("name", "image", "image_id", "base", "base_digest", "engine_version", "source_revision")
@@ -37,7 +40,7 @@ def _text(value: Any) -> str | None:
     return str(value)
 
 
-def _document(root: Path, rel: str) -> dict[str, Any]:
+def _document(root: Path, rel: str) -> dict[str, Any]:  # the file boundary: a document of the artifact, or {}
     try:
         document = json.loads(read_bytes_no_follow(root, rel, MAX_DOCUMENT_BYTES))
     except (OSError, ValueError, RecursionError):
@@ -45,9 +48,12 @@ def _document(root: Path, rel: str) -> dict[str, Any]:
     return document if isinstance(document, dict) else {}
 
 
-def run_facts(record: dict[str, Any], result: dict[str, Any]) -> dict[str, str | None]:
-    """The provenance of one run as flat ``section.key`` -> text."""
-    facts: dict[str, str | None] = {}
+Facts = dict[str, str | None]  # ``section.key`` -> text
+
+
+def run_facts(record: Mapping[str, Any], result: Mapping[str, Any]) -> Facts:
+    """The provenance of one run as flat ``section.key`` -> text (from its run.json and result.json documents)."""
+    facts: Facts = {}
     environment = result.get("environment") or {}
     facts.update({f"environment.{k}": _text(environment.get(k)) for k in ENVIRONMENT_KEYS})
     runtime = record.get("runtime") or {}
@@ -61,7 +67,7 @@ def run_facts(record: dict[str, Any], result: dict[str, Any]) -> dict[str, str |
     return facts
 
 
-def _merge(runs: list[dict[str, str | None]]) -> dict[str, str | None]:
+def _merge(runs: list[Facts]) -> Facts:
     keys = sorted({k for run in runs for k in run})
     merged = {}
     for key in keys:
@@ -70,9 +76,9 @@ def _merge(runs: list[dict[str, str | None]]) -> dict[str, str | None]:
     return merged
 
 
-def artifact_facts(summary: dict[str, Any]) -> dict[str, str | None]:
+def artifact_facts(summary: Summary) -> Facts:
     """Facts of the whole artifact, from the summary's host block (the bench process's host)."""
-    host = summary.get("host") or {}
+    host = summary.host or {}
     nvml = host.get("nvml") or {}
     facts = {f"host.{k}": _text(host.get(k)) for k in ("hostname", "os", "machine", "cpu_count", "python", "bench_version")}
     facts["nvml.driver"] = _text(nvml.get("driver"))
@@ -81,27 +87,66 @@ def artifact_facts(summary: dict[str, Any]) -> dict[str, str | None]:
     return facts
 
 
-def environment(root: Path, summary: dict[str, Any]) -> dict[str, Any]:
-    """{'artifact': facts, 'engines': {engine: facts over its runs that started}} of a (validated) artifact."""
-    per_engine: dict[str, list[dict[str, str | None]]] = {}
-    for row in summary.get("runs") or []:
-        if row.get("status") == "skipped":
+@dataclass(frozen=True)
+class Environment:
+    """The facts of one artifact: its own (host, driver) and each engine's, merged over its runs that started."""
+
+    artifact: Facts
+    engines: Mapping[str, Facts]
+
+
+def environment(root: Path, summary: Summary) -> Environment:
+    """The environment of a (validated) artifact."""
+    per_engine: dict[str, list[Facts]] = {}
+    for row in summary.runs:
+        if row.status == "skipped":
             continue
-        folder = f"{RUNS}/{row['run_id']}"
+        folder = f"{RUNS}/{row.run_id}"
         facts = run_facts(_document(root, f"{folder}/run.json"), _document(root, f"{folder}/result.json"))
-        per_engine.setdefault(row["engine"], []).append(facts)
-    return {"artifact": artifact_facts(summary), "engines": {engine: _merge(runs) for engine, runs in per_engine.items()}}
+        per_engine.setdefault(row.engine, []).append(facts)
+    return Environment(artifact_facts(summary), {engine: _merge(runs) for engine, runs in per_engine.items()})
 
 
-def _differing(scope: str, a: dict[str, str | None], b: dict[str, str | None]) -> list[dict[str, Any]]:
-    return [{"scope": scope, "key": key, "a": a.get(key), "b": b.get(key)}
-            for key in sorted(set(a) | set(b)) if a.get(key) != b.get(key)]
+@dataclass(frozen=True)
+class Difference:
+    """One fact that differs between A and B: its scope (artifact, or an engine), key and both values."""
+
+    scope: str
+    key: str
+    a: str | None
+    b: str | None
+
+    def __post_init__(self) -> None:
+        if self.a == self.b:
+            raise ValueError(f"{self.scope} {self.key}: no difference")
+
+    def to_json(self) -> dict[str, str | None]:
+        return {"scope": self.scope, "key": self.key, "a": self.a, "b": self.b}
 
 
-def environment_diff(env_a: dict[str, Any], env_b: dict[str, Any]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class EnvironmentDiff:
+    """What differs between two artifacts' environments (``same``: nothing), over the engines both have."""
+
+    engines: tuple[str, ...]
+    differences: tuple[Difference, ...]
+
+    @property
+    def same(self) -> bool:
+        return not self.differences
+
+    def to_json(self) -> dict[str, Any]:
+        return {"same": self.same, "engines": list(self.engines), "differences": [d.to_json() for d in self.differences]}
+
+
+def _differing(scope: str, a: Facts, b: Facts) -> list[Difference]:
+    return [Difference(scope, key, a.get(key), b.get(key)) for key in sorted(set(a) | set(b)) if a.get(key) != b.get(key)]
+
+
+def environment_diff(env_a: Environment, env_b: Environment) -> EnvironmentDiff:
     """Only what differs: artifact facts, then per engine present in both artifacts."""
-    differences = _differing("artifact", env_a["artifact"], env_b["artifact"])
-    engines = [e for e in env_a["engines"] if e in env_b["engines"]]
+    differences = _differing("artifact", env_a.artifact, env_b.artifact)
+    engines = [e for e in env_a.engines if e in env_b.engines]
     for engine in engines:
-        differences += _differing(engine, env_a["engines"][engine], env_b["engines"][engine])
-    return {"same": not differences, "engines": engines, "differences": differences}
+        differences += _differing(engine, env_a.engines[engine], env_b.engines[engine])
+    return EnvironmentDiff(tuple(engines), tuple(differences))

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from bench_engine import schedule
-from bench_engine.contract import Parity
+from bench_engine.contract import EngineResult, Parity, ResultMeasurements, RunSpec
 from bench_engine.harness import timing_blocks
 from bench_engine.precision import PRECISIONS
-
-Mismatch = dict[str, Any]
+from orchestrator.judge.record import Mismatch
 
 
 def canonical_dtype(name: str) -> str:
@@ -26,22 +26,33 @@ def canonical_dtype(name: str) -> str:
     return text
 
 
-def expected_samples(spec: dict[str, Any]) -> int:
+def expected_samples(spec: RunSpec) -> int:
     """Samples the spec asks for, counting a kept partial batch with its real size (bench_engine.schedule)."""
-    return schedule.expected_samples(spec["parity"])
+    return spec.parity.expected_samples()
 
 
-def _mismatch(field: str, expected: Any, actual: Any, against: str = "spec") -> Mismatch:
-    return {"field": field, "expected": expected, "actual": actual, "against": against}
+_mismatch = Mismatch
 
 
-def check_against_spec(spec: dict[str, Any], result: dict[str, Any], device_kind: str | None = None) -> list[Mismatch]:
-    """Every field of ``result['work']`` that differs from what ``spec`` asked."""
-    work = result.get("work")
+def check_against_spec(spec: RunSpec, result: EngineResult) -> list[Mismatch]:
+    """Every field of the result's work (and precision, optimizer, loss, block losses) that differs from what ``spec`` asked."""
+    work = result.work
     if not work:
         return [_mismatch("work", "present", None)]
-    parity = Parity.from_json(spec["parity"])
-    expected_parameters = spec["expected"].get("trainable_parameters")
+    parity = spec.parity
+    mismatches = [_mismatch(f, e, a) for f, e, a in _work_pairs(spec, work) if e != a]
+    mismatches += _precision_policy(parity.precision, work["precision"], result.environment.get("device_kind"), parity.mode)
+    mismatches += _observed(parity, work.get("observed"))
+    if parity.mode == "train":
+        mismatches += check_optimizer(parity.optimizer, work.get("optimizer"))
+        mismatches += check_loss(parity.loss, work.get("loss"))
+        mismatches += check_block_losses(spec, result.measurements)
+    return mismatches
+
+
+def _work_pairs(spec: RunSpec, work: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
+    """(field, asked, counted) of every work figure the spec fixes."""
+    parity = spec.parity
     pairs = [
         ("mode", parity.mode, work["mode"]),
         ("model.arch", parity.arch, work["arch"]),
@@ -64,38 +75,30 @@ def check_against_spec(spec: dict[str, Any], result: dict[str, Any], device_kind
     pairs.append(("init.mode", init["mode"], got_init.get("mode")))
     if init["mode"] == "shared":
         pairs.append(("init.sha256", init["sha256"], got_init.get("sha256")))
-    if expected_parameters is not None:
-        pairs.append(("trainable_parameters", expected_parameters, work["trainable_parameters"]))
-    mismatches = [_mismatch(f, e, a) for f, e, a in pairs if e != a]
-    mismatches += _precision_policy(parity.precision, work["precision"], device_kind, parity.mode)
-    mismatches += _observed(parity, work.get("observed"))
-    if parity.mode == "train":
-        mismatches += check_optimizer(dict(parity.optimizer), work.get("optimizer"))
-        mismatches += check_loss(parity.loss, work.get("loss"))
-        mismatches += check_block_losses(spec, result.get("measurements"))
-    return mismatches
+    if spec.expected_parameters is not None:
+        pairs.append(("trainable_parameters", spec.expected_parameters, work["trainable_parameters"]))
+    return pairs
 
 
-def expected_blocks(spec: dict[str, Any]) -> int:
+def expected_blocks(spec: RunSpec) -> int:
     """Blocks the harness runs for ``spec`` (bench_engine.harness.timing_blocks: warmup, then every window)."""
-    parity = spec["parity"]
-    return sum(1 for _ in timing_blocks(spec, parity["dataset"]["samples"], parity["devices"]))
+    return sum(1 for _ in timing_blocks(spec.to_json(), spec.parity.dataset.samples, spec.parity.devices))
 
 
-def check_block_losses(spec: dict[str, Any], measurements: dict[str, Any] | None) -> list[Mismatch]:
+def check_block_losses(spec: RunSpec, measurements: ResultMeasurements | None) -> list[Mismatch]:
     """A training run reports one finite mean loss per block the harness ran (the block-mean trajectory verdict)."""
     expected = expected_blocks(spec)
-    got = (measurements or {}).get("block_losses")
+    got = measurements.block_losses if measurements is not None else None
     field = "measurements.block_losses"
-    if not isinstance(got, list) or len(got) != expected:
-        return [_mismatch(field, f"{expected} block means", "missing" if got is None else f"{len(got)} values")]
+    if not got or len(got) != expected:
+        return [_mismatch(field, f"{expected} block means", "missing" if not got else f"{len(got)} values")]
     bad = [index for index, value in enumerate(got) if not isinstance(value, int | float) or not math.isfinite(value)]
     if bad:
         return [_mismatch(field, "finite block means", f"non-finite at block {bad[0]} ({len(bad)} of {expected})")]
     return []
 
 
-def _observed(parity: Parity, observed: dict[str, Any] | None) -> list[Mismatch]:
+def _observed(parity: Parity, observed: Mapping[str, Any] | None) -> list[Mismatch]:
     """The dtypes of a traced step: the convolution computes in the precision's dtype, gradients are fp32."""
     compute = PRECISIONS[parity.precision].compute_dtype
     if not observed:
@@ -123,7 +126,7 @@ def _same(expected: Any, actual: Any) -> bool:
     return expected == actual
 
 
-def check_optimizer(expected: dict[str, Any], actual: dict[str, Any] | None) -> list[Mismatch]:
+def check_optimizer(expected: Mapping[str, Any], actual: Mapping[str, Any] | None) -> list[Mismatch]:
     """The optimizer read back from the engine's live object against the spec's."""
     if not actual:
         return [_mismatch("optimizer", expected, actual)]
@@ -133,7 +136,7 @@ def check_optimizer(expected: dict[str, Any], actual: dict[str, Any] | None) -> 
             for key in OPTIMIZER_FIELDS[expected["name"]] if not _same(expected[key], actual.get(key))]
 
 
-def check_loss(expected: str, actual: dict[str, Any] | None) -> list[Mismatch]:
+def check_loss(expected: str, actual: Mapping[str, Any] | None) -> list[Mismatch]:
     """The loss the step used: the spec's, mean-reduced, no label smoothing."""
     if not actual:
         return [_mismatch("loss", expected, actual)]
@@ -141,7 +144,7 @@ def check_loss(expected: str, actual: dict[str, Any] | None) -> list[Mismatch]:
     return [_mismatch(f"loss.{key}", value, actual.get(key)) for key, value in want.items() if not _same(value, actual.get(key))]
 
 
-def _precision_policy(name: str, policy: dict[str, Any], device_kind: str | None, mode: str = "train") -> list[Mismatch]:
+def _precision_policy(name: str, policy: Mapping[str, Any], device_kind: str | None, mode: str = "train") -> list[Mismatch]:
     """The precision really in effect must be the one the name means (bench_engine.precision)."""
     info = PRECISIONS[name]
     out = []
@@ -171,36 +174,50 @@ CROSS_FIELDS = {
 }
 
 
-def cross_engine(runs: list[dict[str, Any]]) -> dict[str, list[Mismatch]]:
+@dataclass(frozen=True)
+class CrossRun:
+    """What the cross-engine check reads of one valid run: its comparison cell and the work it counted."""
+
+    run_id: str
+    engine: str
+    key: tuple[Any, ...]  # the comparison cell (precision, path, per-device batch, devices)
+    work: Mapping[str, Any]
+
+
+def cross_engine(runs: Sequence[CrossRun]) -> dict[str, list[Mismatch]]:
     """Compare the valid runs of different engines that share precision, batch and devices.
 
-    ``runs`` items have ``run_id``, ``engine``, ``key`` (the comparison cell) and ``work``.
     Returns run_id -> mismatches for runs that disagree with the majority value of a field
     (with no majority, every disagreeing run is marked).
     """
-    cells: dict[Any, list[dict[str, Any]]] = defaultdict(list)
+    cells: dict[Any, list[CrossRun]] = defaultdict(list)
     for run in runs:
-        cells[run["key"]].append(run)
+        cells[run.key].append(run)
     flagged: dict[str, list[Mismatch]] = defaultdict(list)
     for members in cells.values():
-        if len({m["engine"] for m in members}) < 2:
+        if len({m.engine for m in members}) < 2:
             continue
         for field, read in CROSS_FIELDS.items():
-            values = {m["run_id"]: read(m["work"]) for m in members}
-            counts = Counter(map(repr, values.values()))
-            if len(counts) == 1:
-                continue
-            top = counts.most_common()
-            majority = top[0][0] if top[0][1] > top[1][1] else None
-            for member in members:
-                value = values[member["run_id"]]
-                if majority is not None and repr(value) == majority:
-                    continue
-                others = [m for m in members if m["engine"] != member["engine"] and repr(values[m["run_id"]]) != repr(value)]
-                if not others:
-                    continue
-                other = others[0]
-                flagged[member["run_id"]].append(
-                    _mismatch(field, values[other["run_id"]], value, against=f"{other['engine']} ({other['run_id']})")
-                )
+            for run_id, mismatch in _disagreements(members, field, read):
+                flagged[run_id].append(mismatch)
     return dict(flagged)
+
+
+def _disagreements(members: list[CrossRun], field: str, read: Callable[[Mapping[str, Any]], Any]) -> list[tuple[str, Mismatch]]:
+    """(run id, mismatch) of every member off the majority value of ``field`` (every disagreeing one without a majority)."""
+    values = {m.run_id: read(m.work) for m in members}
+    counts = Counter(map(repr, values.values()))
+    if len(counts) == 1:
+        return []
+    top = counts.most_common()
+    majority = top[0][0] if top[0][1] > top[1][1] else None
+    out = []
+    for member in members:
+        value = values[member.run_id]
+        if majority is not None and repr(value) == majority:
+            continue
+        others = [m for m in members if m.engine != member.engine and repr(values[m.run_id]) != repr(value)]
+        if others:
+            other = others[0]
+            out.append((member.run_id, _mismatch(field, values[other.run_id], value, against=f"{other.engine} ({other.run_id})")))
+    return out

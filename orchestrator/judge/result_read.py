@@ -13,8 +13,8 @@ import os
 import shutil
 import stat
 from pathlib import Path
-from typing import Any
 
+from bench_engine.contract import EngineResult
 from orchestrator.artifacts.walk import read_bytes_no_follow
 from orchestrator.schemas import SchemaError, validate
 from orchestrator.strictjson import StrictJsonError, loads_strict
@@ -51,8 +51,8 @@ def _unlink_run_folder(folder: Path) -> bool:
     return True
 
 
-def read_result(path: Path) -> tuple[dict[str, Any] | None, str | None]:
-    """(document, None) for a valid result; (None, None) when there is none; (None, reason) when refused."""
+def read_result(path: Path) -> tuple[EngineResult | None, str | None]:
+    """(result, None) for a valid result; (None, None) when there is none; (None, reason) when refused."""
     if _unlink_run_folder(path.parent):
         return None, f"the run folder {path.parent.name} was replaced by a symbolic link (never followed; removed)"
     try:
@@ -77,4 +77,4 @@ def read_result(path: Path) -> tuple[dict[str, Any] | None, str | None]:
         else:
             why = f"cannot be read ({exc.strerror or exc})"
         return None, f"engine result {why} (kept as {REJECTED_RESULT})"
-    return document, None
+    return EngineResult.from_json(document), None

@@ -10,14 +10,15 @@ of ``telemetry.gpu.devices``); the warnings are one line each.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from orchestrator.artifacts.layout import RUNS
 from orchestrator.artifacts.validate import MAX_DOCUMENT_BYTES
 from orchestrator.artifacts.walk import read_bytes_no_follow
+from orchestrator.judge.record import RunRecord
+from orchestrator.judge.summary_model import Summary
 
 
 @dataclass(frozen=True)
@@ -31,33 +32,32 @@ class RuntimeUse:
     gpus: tuple[str, ...] = ()  # the UUIDs of the GPUs the run used (empty without NVML or a GPU)
 
 
-def _record(root: Path, run_id: str) -> dict[str, Any]:
+def read_record(root: Path, run_id: str) -> RunRecord | None:
+    """The run record of ``run_id`` in a (validated) artifact, read without following links; None when unreadable."""
     try:
-        document = json.loads(read_bytes_no_follow(root, f"{RUNS}/{run_id}/run.json", MAX_DOCUMENT_BYTES))
-    except (OSError, ValueError, RecursionError):
-        return {}
-    return document if isinstance(document, dict) else {}
+        return RunRecord.from_json(json.loads(read_bytes_no_follow(root, f"{RUNS}/{run_id}/run.json", MAX_DOCUMENT_BYTES)))
+    except (OSError, ValueError, RecursionError, KeyError, TypeError, AttributeError):
+        return None
 
 
-def runtime_uses(root: Path, summary: dict[str, Any]) -> list[RuntimeUse]:
+def runtime_uses(root: Path, summary: Summary) -> list[RuntimeUse]:
     """The runtime of every run of the summary that started (skipped runs and runs without a record left out)."""
     uses = []
-    for row in summary.get("runs") or []:
-        if row.get("status") == "skipped":
+    for row in summary.runs:
+        if row.status == "skipped":
             continue
-        record = _record(root, row["run_id"])
-        runtime = record.get("runtime") or {}
-        if isinstance(runtime, dict) and runtime.get("name") not in (None, "none"):
+        record = read_record(root, row.run_id)
+        runtime = record.runtime if record is not None else {}
+        if runtime.get("name") not in (None, "none") and record is not None:
             image = runtime.get("image_id")
-            uses.append(RuntimeUse(row["run_id"], row["engine"], str(runtime["name"]), str(image) if image else None,
-                                   _gpu_uuids(record)))
+            uses.append(RuntimeUse(row.run_id, row.engine, str(runtime["name"]), str(image) if image else None, _gpu_uuids(record)))
     return uses
 
 
-def _gpu_uuids(record: dict[str, Any]) -> tuple[str, ...]:
+def _gpu_uuids(record: RunRecord) -> tuple[str, ...]:
     """The UUIDs of ``telemetry.gpu.devices`` in a run record, sorted; () where there are none."""
-    telemetry = record.get("telemetry")
-    gpu = telemetry.get("gpu") if isinstance(telemetry, dict) else None
+    telemetry = record.telemetry
+    gpu = telemetry.get("gpu") if isinstance(telemetry, Mapping) else None
     devices = gpu.get("devices") if isinstance(gpu, dict) else None
     if not isinstance(devices, list):
         return ()
@@ -116,6 +116,6 @@ def between_warnings(a: list[RuntimeUse], b: list[RuntimeUse]) -> list[str]:
     return warnings + ([f"A and B ran from different images: {'; '.join(images)}"] if images else [])
 
 
-def artifact_warnings(root: Path, summary: dict[str, Any]) -> list[str]:
+def artifact_warnings(root: Path, summary: Summary) -> list[str]:
     """The runtime and image warnings of one artifact folder (:func:`mixed_warnings`)."""
     return mixed_warnings(runtime_uses(root, summary))

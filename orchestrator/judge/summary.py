@@ -2,56 +2,81 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
-from typing import Any
+import dataclasses
+from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
 
+from bench_engine.contract import EngineResult
+from orchestrator.judge.record import RunRecord
 from orchestrator.judge.stats import interval_kind, ratio_of_medians, ratio_range, sample_summary, significance
+from orchestrator.judge.summary_model import (
+    GROUP_KEYS,
+    ApparentGroup,
+    CrossFinding,
+    GroupRow,
+    Ratio,
+    RunRow,
+    ScalingRow,
+    Summary,
+    TelemetryOverview,
+)
 from orchestrator.judge.trajectory import TrajectoryRun, Verdict, numerical_parity
 from orchestrator.judge.trust import GroupFacts, RunFacts, TrustWarning, group_warnings, run_warnings
 from orchestrator.judge.utilisation import utilisation
 
-GROUP_KEYS = ("engine", "precision", "path", "batch_per_device", "devices")
+__all__ = ["GROUP_KEYS", "scaling", "summarize", "work_shortfall"]
+
+Run = tuple[RunRecord, EngineResult | None]  # a run record and its engine result (None when there is none)
 
 
-def _run_row(record: dict[str, Any], result: dict[str, Any] | None, warnings: list[TrustWarning]) -> dict[str, Any]:
-    measurements = (result or {}).get("measurements") or {}
-    row = {k: record[k] for k in ("run_id", "engine", "precision", "path", "batch_per_device", "devices", "repeat", "status")}
-    row["reason"] = record.get("reason")
-    row["throughput"] = record.get("throughput")
-    row["apparent_throughput"] = record.get("apparent_throughput")
-    row["work_shortfall"] = work_shortfall(record)
-    row["weight_change"] = (((result or {}).get("work") or {}).get("weight_change") or {}).get("relative")
-    row["setup_s"] = measurements.get("setup_s")
-    row["warmup_s"] = measurements.get("warmup_s")
-    row["samples"] = ((result or {}).get("work") or {}).get("samples")
-    row.update(_energy(record, row["samples"]))
-    row.update(utilisation(result, row["throughput"]))
-    row["warnings"] = [w.to_json() for w in warnings]
-    return row
+class Member(NamedTuple):
+    """One run of a group: its summary row, its engine result and its trust warnings."""
+
+    row: RunRow
+    result: EngineResult | None
+    warnings: Sequence[TrustWarning]
+
+    @property
+    def valid(self) -> bool:
+        return self.row.status == "ok" and bool(self.row.throughput)
+
+
+def _run_row(record: RunRecord, result: EngineResult | None, warnings: Sequence[TrustWarning]) -> RunRow:
+    measurements = result.measurements if result is not None else None
+    work = (result.work if result is not None else None) or {}
+    samples = work.get("samples")
+    return RunRow(
+        run_id=record.run_id, engine=record.engine, precision=record.precision, path=record.path,
+        batch_per_device=record.batch_per_device, devices=record.devices, repeat=record.repeat, status=record.status,
+        reason=record.reason, throughput=record.throughput, apparent_throughput=record.apparent_throughput,
+        work_shortfall=work_shortfall(record), weight_change=(work.get("weight_change") or {}).get("relative"),
+        setup_s=measurements.setup_s if measurements else None, warmup_s=measurements.warmup_s if measurements else None,
+        samples=samples, **_energy(record, samples), **utilisation(result, record.throughput)._asdict(), warnings=tuple(warnings),
+    )
 
 
 # counted work the parity check compares, and the noun the summary uses for it
 SHORTFALL_FIELDS = {"steps": "updates", "samples": "samples", "epochs": "epochs"}
 
 
-def work_shortfall(record: dict[str, Any]) -> str | None:
+def work_shortfall(record: RunRecord) -> str | None:
     """'381 of 780 updates' when parity found that a run did less (or more) counted work than its spec."""
-    for mismatch in (record.get("parity") or {}).get("mismatches") or []:
-        noun = SHORTFALL_FIELDS.get(mismatch.get("field"))
-        if noun and isinstance(mismatch.get("expected"), int) and isinstance(mismatch.get("actual"), int):
-            return f"{mismatch['actual']} of {mismatch['expected']} {noun}"
+    for mismatch in record.parity.mismatches:
+        noun = SHORTFALL_FIELDS.get(mismatch.field)
+        if noun and isinstance(mismatch.expected, int) and isinstance(mismatch.actual, int):
+            return f"{mismatch.actual} of {mismatch.expected} {noun}"
     return None
 
 
-def _energy(record: dict[str, Any], samples: int | None) -> dict[str, Any]:
-    """GPU telemetry of a run: energy over the whole engine process and energy per processed sample."""
-    gpu = (record.get("telemetry") or {}).get("gpu")
+def _energy(record: RunRecord, samples: int | None) -> dict[str, float | str | None]:
+    """GPU telemetry of a run: energy over the whole engine process and energy per processed sample (RunRow's fields)."""
+    gpu = (record.telemetry or {}).get("gpu")
+    none = {"energy_j": None, "energy_per_sample_j": None, "power_w_mean": None, "gpu_util_pct_mean": None}
     if not gpu:
-        return {"energy_j": None, "energy_per_sample_j": None, "power_w_mean": None, "gpu_util_pct_mean": None,
-                "telemetry": "not recorded"}
+        return {**none, "telemetry": "not recorded"}
     if not gpu.get("available"):
-        return {"energy_j": None, "energy_per_sample_j": None, "power_w_mean": None, "gpu_util_pct_mean": None,
-                "telemetry": f"unavailable: {gpu.get('reason') or 'unknown reason'}"}
+        return {**none, "telemetry": f"unavailable: {gpu.get('reason') or 'unknown reason'}"}
     energy = gpu.get("energy_j")
     return {
         "energy_j": energy,
@@ -62,18 +87,15 @@ def _energy(record: dict[str, Any], samples: int | None) -> dict[str, Any]:
     }
 
 
-def _telemetry_overview(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def _telemetry_overview(rows: Sequence[RunRow]) -> TelemetryOverview:
     """Whether GPU telemetry and energy were available, and why not."""
-    states = [row["telemetry"] for row in rows if row["status"] != "skipped"]
-    with_energy = sum(1 for row in rows if row.get("energy_j") is not None)
-    reasons = sorted({s for s in states if s != "ok"})
-    return {"available": any(s == "ok" or s.startswith("no energy") for s in states), "runs": len(states),
-            "runs_with_energy": with_energy, "reasons": reasons,
-            "energy_definition": "GPU energy of the whole engine process (setup, warmup and steady state) "
-                                 "divided by the samples it processed"}
+    states = [row.telemetry or "" for row in rows if row.status != "skipped"]
+    with_energy = sum(1 for row in rows if row.energy_j is not None)
+    return TelemetryOverview(available=any(s == "ok" or s.startswith("no energy") for s in states), runs=len(states),
+                             runs_with_energy=with_energy, reasons=tuple(sorted({s for s in states if s != "ok"})))
 
 
-def _median(values: list[float | None]) -> float | None:
+def _median(values: Sequence[float | None]) -> float | None:
     present = sorted(v for v in values if v is not None)
     if not present:
         return None
@@ -81,113 +103,99 @@ def _median(values: list[float | None]) -> float | None:
     return present[mid] if len(present) % 2 else (present[mid - 1] + present[mid]) / 2
 
 
-def _time_to_train(estimate: dict[str, Any] | None, throughput: dict[str, Any] | None) -> float | None:
+def _time_to_train(estimate: Mapping[str, Any] | None, median: float | None) -> float | None:
     """Hours to process ``estimate.epochs`` x ``estimate.samples`` at the median throughput (NVIDIA's table)."""
-    if not estimate or not throughput or not throughput.get("median"):
+    if not estimate or not median:
         return None
-    return estimate["epochs"] * estimate["samples"] / throughput["median"] / 3600.0
+    return estimate["epochs"] * estimate["samples"] / median / 3600.0
 
 
-def summarize(scenario: str, artifact_id: str, smoke: bool, runs: list[tuple[dict[str, Any], dict[str, Any] | None]],
-              host: dict[str, Any] | None = None, cross_parity: list[dict[str, Any]] | None = None,
-              estimate: dict[str, Any] | None = None, reference: str | None = None) -> dict[str, Any]:
+def summarize(scenario: str, artifact_id: str, smoke: bool, runs: Sequence[Run], host: Mapping[str, Any] | None = None,
+              cross_parity: Sequence[CrossFinding] = (), estimate: Mapping[str, Any] | None = None,
+              reference: str | None = None) -> Summary:
     """``runs``: (run record, engine result or None) in execution order; ``estimate``: the scenario's
     ``measurement.time_to_train`` ({epochs, samples}) for the derived time-to-train figure; ``reference``:
     the engine every ratio is taken against (default: the first engine that ran)."""
     host_cpus = (host or {}).get("cpu_count")
-    trust = [run_warnings(RunFacts.of(record, result, host_cpus)) if result else [] for record, result in runs]
-    rows = [_run_row(record, result, warnings) for (record, result), warnings in zip(runs, trust, strict=True)]
     verdicts = _numerical_parity(runs)
-    for verdict in verdicts:
-        if verdict.verdict == "parity_warning":
-            for row in rows:
-                if row["run_id"] in verdict.runs:
-                    text = f"numerical parity {' vs '.join(verdict.engines)} ({verdict.kind}): {verdict.reason}"
-                    row["parity_warning"] = f"{row['parity_warning']}; {text}" if row.get("parity_warning") else text
+    members = []
+    for record, result in runs:
+        warnings = run_warnings(RunFacts.of(record, result, host_cpus)) if result else []
+        members.append(Member(_with_parity_warnings(_run_row(record, result, warnings), verdicts), result, warnings))
+    rows = tuple(m.row for m in members)
     if reference is None:
-        reference = next((row["engine"] for row in rows if row["status"] != "skipped"), None)
-    counts: dict[str, int] = defaultdict(int)
-    for row in rows:
-        counts[row["status"]] += 1
-    grouped: dict[tuple, list[tuple[dict[str, Any], dict[str, Any] | None]]] = defaultdict(list)
-    run_trust: dict[str, list[TrustWarning]] = {}
-    for (_record, result), row, warnings in zip(runs, rows, trust, strict=True):
-        grouped[tuple(row[k] for k in GROUP_KEYS)].append((row, result))
-        run_trust[row["run_id"]] = warnings
-    groups = []
-    valid_throughputs: dict[tuple, list[float]] = {}
-    for key, members in grouped.items():
-        valid = [(row, res) for row, res in members if row["status"] == "ok" and row["throughput"]]
-        throughputs = [row["throughput"] for row, _ in valid]
-        latency = [res["measurements"]["latency_ms"]["mean"] for _, res in valid if res and "latency_ms" in res["measurements"]]
-        summary_tp = sample_summary(throughputs)
-        warnings = group_warnings(GroupFacts(tuple(throughputs)), [(row["repeat"], run_trust[row["run_id"]]) for row, _ in valid])
-        group = dict(zip(GROUP_KEYS, key, strict=True))
-        group.update(
-            n=len(valid),
-            n_total=len(members),
-            throughput=summary_tp,
-            setup_s=sample_summary([row["setup_s"] for row, _ in valid if row["setup_s"] is not None]),
-            warmup_s=sample_summary([row["warmup_s"] for row, _ in valid if row["warmup_s"] is not None]),
-            latency_ms=_latency(valid) if latency else None,
-            energy_per_sample_j=sample_summary([row["energy_per_sample_j"] for row, _ in valid if row.get("energy_per_sample_j") is not None]),
-            power_w=sample_summary([row["power_w_mean"] for row, _ in valid if row.get("power_w_mean") is not None]),
-            achieved_tflops=_median([row["achieved_tflops"] for row, _ in valid]),
-            peak_fraction=_median([row["peak_fraction"] for row, _ in valid]),
-            gmacs_per_sample=next((row["gmacs_per_sample"] for row, _ in members if row.get("gmacs_per_sample")), None),
-            time_to_train_h=_time_to_train(estimate, summary_tp),
-            warnings=[w.message for w in warnings],  # the tables' warnings column
-            warning_ids=[w.id for w in warnings],  # orchestrator.judge.trust.KINDS, one per warning
-            apparent=_apparent(members),
-            weight_change=_median([row["weight_change"] for row, _ in valid]),
-        )
-        groups.append(group)
-        if throughputs:
-            valid_throughputs[key] = throughputs
-    return {
-        "schema_version": 1,
-        "scenario": scenario,
-        "artifact_id": artifact_id,
-        "smoke": smoke,
-        "host": host or {},
-        "counts": dict(counts),
-        "runs": rows,
-        "groups": groups,
-        "reference_engine": reference,
-        "ratios": _ratios(valid_throughputs, reference),
-        "scaling": scaling(groups, valid_throughputs),
-        "cross_engine_parity": cross_parity or [],
-        "numerical_parity": [verdict.to_json() for verdict in verdicts],
-        "telemetry": _telemetry_overview(rows),
-    }
+        reference = next((row.engine for row in rows if row.status != "skipped"), None)
+    grouped: dict[tuple[Any, ...], list[Member]] = defaultdict(list)
+    for member in members:
+        grouped[member.row.group].append(member)
+    groups = tuple(_group(key, group, estimate) for key, group in grouped.items())
+    valid = {key: [m.row.throughput for m in group if m.valid] for key, group in grouped.items()}
+    throughputs = {key: values for key, values in valid.items() if values}
+    return Summary(
+        scenario=scenario, artifact_id=artifact_id, smoke=smoke, host=dict(host or {}), counts=dict(Counter(r.status for r in rows)),
+        runs=rows, groups=groups, reference_engine=reference, ratios=tuple(_ratios(throughputs, reference)),
+        scaling=tuple(scaling(groups, throughputs)), cross_engine_parity=tuple(cross_parity), numerical_parity=tuple(verdicts),
+        telemetry=_telemetry_overview(rows),
+    )
 
 
-def _apparent(members: list[tuple[dict[str, Any], dict[str, Any] | None]]) -> dict[str, Any] | None:
+def _with_parity_warnings(row: RunRow, verdicts: Sequence[Verdict]) -> RunRow:
+    """The row with the numerical-parity warnings of the verdicts that name its run."""
+    texts = [f"numerical parity {' vs '.join(v.engines)} ({v.kind}): {v.reason}"
+             for v in verdicts if v.verdict == "parity_warning" and row.run_id in v.runs]
+    return dataclasses.replace(row, parity_warning="; ".join(texts)) if texts else row
+
+
+def _group(key: tuple[Any, ...], members: Sequence[Member], estimate: Mapping[str, Any] | None) -> GroupRow:
+    """The statistics of one group over its valid repeats."""
+    valid = [m for m in members if m.valid]
+    throughputs = [m.row.throughput for m in valid if m.row.throughput is not None]
+    summary_tp = sample_summary(throughputs)
+    warnings = group_warnings(GroupFacts(tuple(throughputs)), [(m.row.repeat or 0, m.warnings) for m in valid])
+    rows = [m.row for m in valid]
+    return GroupRow(
+        **dict(zip(GROUP_KEYS, key, strict=True)), n=len(valid), n_total=len(members), throughput=summary_tp,
+        setup_s=sample_summary([r.setup_s for r in rows if r.setup_s is not None]),
+        warmup_s=sample_summary([r.warmup_s for r in rows if r.warmup_s is not None]),
+        latency_ms=_latency(valid),
+        energy_per_sample_j=sample_summary([r.energy_per_sample_j for r in rows if r.energy_per_sample_j is not None]),
+        power_w=sample_summary([r.power_w_mean for r in rows if r.power_w_mean is not None]),
+        achieved_tflops=_median([r.achieved_tflops for r in rows]), peak_fraction=_median([r.peak_fraction for r in rows]),
+        gmacs_per_sample=next((m.row.gmacs_per_sample for m in members if m.row.gmacs_per_sample), None),
+        time_to_train_h=_time_to_train(estimate, summary_tp.median if summary_tp else None),
+        warnings=tuple(w.message for w in warnings), warning_ids=tuple(w.id for w in warnings),
+        apparent=_apparent([m.row for m in members]), weight_change=_median([r.weight_change for r in rows]),
+    )
+
+
+def _apparent(rows: Sequence[RunRow]) -> ApparentGroup | None:
     """The invalid runs' throughput as their engine counted it, with why it is not a measurement (None when no run is invalid)."""
-    invalid = [row for row, _ in members if row["status"] == "invalid" and row.get("apparent_throughput")]
+    invalid = [row for row in rows if row.status == "invalid" and row.apparent_throughput]
     if not invalid:
         return None
-    reasons = sorted({row.get("work_shortfall") or row.get("reason") or "invalid" for row in invalid})
-    return {"n": len(invalid), "throughput": sample_summary([row["apparent_throughput"] for row in invalid]), "reasons": reasons,
-            "weight_change": _median([row.get("weight_change") for row in invalid])}
+    reasons = tuple(sorted({row.work_shortfall or row.reason or "invalid" for row in invalid}))
+    return ApparentGroup(len(invalid), sample_summary([row.apparent_throughput for row in invalid if row.apparent_throughput]),
+                         reasons, _median([row.weight_change for row in invalid]))
 
 
-def _latency(valid: list[tuple[dict[str, Any], dict[str, Any] | None]]) -> dict[str, float]:
-    """Median over repeats of each latency statistic."""
+def _latency(valid: Sequence[Member]) -> dict[str, float] | None:
+    """Median over repeats of each latency statistic (None when no valid run measured latency)."""
     import numpy as np
 
-    keys = ("mean", "p50", "p90", "p95", "p99")
-    latencies = [res["measurements"].get("latency_ms") or {} for _, res in valid if res]
-    values = {k: [lat[k] for lat in latencies if k in lat] for k in keys}
+    latencies = [m.result.measurements.latency_ms for m in valid
+                 if m.result is not None and m.result.measurements is not None and m.result.measurements.latency_ms is not None]
+    if not latencies:
+        return None
+    values = {k: [lat[k] for lat in latencies if k in lat] for k in ("mean", "p50", "p90", "p95", "p99")}
     return {k: float(np.median(v)) for k, v in values.items() if v}
 
 
-def _ratios(throughputs: dict[tuple, list[float]], reference: str | None) -> list[dict[str, Any]]:
+def _ratios(throughputs: Mapping[tuple[Any, ...], list[float]], reference: str | None) -> list[Ratio]:
     """engine / reference engine for every other engine sharing precision, path, batch and devices (valid runs only).
 
     One direction per pair: the reference is the denominator (a cell without it has no ratio).
     """
-    cells: dict[tuple, dict[str, list[float]]] = defaultdict(dict)
+    cells: dict[tuple[Any, ...], dict[str, list[float]]] = defaultdict(dict)
     for (engine, precision, path, batch, devices), values in throughputs.items():
         cells[(precision, path, batch, devices)][engine] = values
     out = []
@@ -197,26 +205,23 @@ def _ratios(throughputs: dict[tuple, list[float]], reference: str | None) -> lis
         for a in sorted(e for e in engines if e != reference):
             ratio, ci = ratio_of_medians(engines[a], engines[reference])
             test = significance(engines[reference], engines[a])
-            out.append({"precision": precision, "path": path, "batch_per_device": batch, "devices": devices,
-                        "engine": a, "baseline_engine": reference, "ratio": ratio, "ci95": ci,
-                        "interval": interval_kind(min(len(engines[a]), len(engines[reference]))),
-                        "range": ratio_range(engines[a], engines[reference]),
-                        "p_value": test["p_value"], "significant": test["significant"], "note": test["note"]})
+            out.append(Ratio(precision, path, batch, devices, a, reference, ratio, ci,
+                             interval_kind(min(len(engines[a]), len(engines[reference]))), ratio_range(engines[a], engines[reference]),
+                             test.p_value, test.significant, test.note))
     return out
 
 
-def _numerical_parity(runs: list[tuple[dict[str, Any], dict[str, Any] | None]]) -> list[Verdict]:
+def _numerical_parity(runs: Sequence[Run]) -> list[Verdict]:
     """Loss-trajectory verdicts per engine pair over the ok training runs (orchestrator.judge.trajectory)."""
     candidates = []
     for record, result in runs:
-        if record["status"] != "ok" or not result:
+        if record.status != "ok" or not result:
             continue
-        measurements = result.get("measurements") or {}
+        measurements = result.measurements
         candidates.append(TrajectoryRun(
-            run_id=record["run_id"], engine=record["engine"], precision=record["precision"], repeat=record["repeat"],
-            key=(record["precision"], record["path"], record["batch_per_device"], record["devices"]),
-            init_sha256=((result.get("work") or {}).get("init") or {}).get("sha256"),
-            losses=tuple(measurements.get("losses") or ()), block_losses=tuple(measurements.get("block_losses") or ()),
+            run_id=record.run_id, engine=record.engine, precision=record.precision, repeat=record.repeat, key=record.cell,
+            init_sha256=(((result.work or {}).get("init")) or {}).get("sha256"),
+            losses=measurements.losses if measurements else (), block_losses=measurements.block_losses if measurements else (),
         ))
     return numerical_parity(candidates)
 
@@ -225,36 +230,35 @@ SCALING_NOTE = ("speedup = median throughput on N devices / median on 1 device o
                 "per-device batch (the global batch grows with N); efficiency = speedup / N")
 
 
-def scaling(groups: list[dict[str, Any]], throughputs: dict[tuple, list[float]]) -> list[dict[str, Any]]:
+def scaling(groups: Sequence[GroupRow], throughputs: Mapping[tuple[Any, ...], list[float]]) -> list[ScalingRow]:
     """Strong-scaling rows: every device count of each (engine, precision, path, per-device batch) cell
     that has a run on more than one device, against that cell's 1-device run (valid runs only).
 
     ``speedup_ci95``: bootstrap interval of the ratio of medians (3+ repeats a side). A device count
     whose runs all failed has no throughput; a cell without a valid 1-device run has no speedup.
     """
-    cells: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
+    cells: dict[tuple[Any, ...], list[GroupRow]] = defaultdict(list)
     for g in groups:
-        cells[(g["engine"], g["precision"], g["path"], g["batch_per_device"])].append(g)
+        cells[(g.engine, g.precision, g.path, g.batch_per_device)].append(g)
     out = []
     for cell, members in sorted(cells.items()):
-        if not any(g["devices"] > 1 for g in members):
-            continue
-        base = throughputs.get((*cell, 1))
-        base_median = _median(list(base)) if base else None
-        for g in sorted(members, key=lambda g: g["devices"]):
-            values = throughputs.get((*cell, g["devices"]))
-            row: dict[str, Any] = {
-                "engine": cell[0], "precision": cell[1], "path": cell[2], "batch_per_device": cell[3],
-                "devices": g["devices"], "batch_global": cell[3] * g["devices"], "n": len(values or []),
-                "throughput": _median(list(values)) if values else None, "baseline_throughput": base_median,
-                "speedup": None, "speedup_ci95": None, "speedup_range": None, "efficiency": None, "note": None,
-            }
-            if not values:
-                row["note"] = "no valid run on this device count"
-            elif not base:
-                row["note"] = "no valid 1-device run to compare with"
-            else:
-                speedup, ci = ratio_of_medians(values, base)
-                row.update(speedup=speedup, speedup_ci95=ci, speedup_range=ratio_range(values, base), efficiency=speedup / g["devices"])
-            out.append(row)
+        if any(g.devices > 1 for g in members):
+            base = throughputs.get((*cell, 1))
+            out += [_scaling_row(cell, g.devices, throughputs.get((*cell, g.devices)), base)
+                    for g in sorted(members, key=lambda g: g.devices)]
     return out
+
+
+def _scaling_row(cell: tuple[Any, ...], devices: int, values: list[float] | None, base: list[float] | None) -> ScalingRow:
+    """One device count of a scaling cell against its 1-device throughputs ``base``."""
+    engine, precision, path, batch = cell
+    row = ScalingRow(engine, precision, path, batch, devices, throughput=_median(list(values)) if values else None,
+                     speedup=None, efficiency=None, batch_global=batch * devices, n=len(values or []),
+                     baseline_throughput=_median(list(base)) if base else None)
+    if not values:
+        return dataclasses.replace(row, note="no valid run on this device count")
+    if not base:
+        return dataclasses.replace(row, note="no valid 1-device run to compare with")
+    speedup, ci = ratio_of_medians(values, base)
+    return dataclasses.replace(row, speedup=speedup, speedup_ci95=ci, speedup_range=ratio_range(values, base),
+                               efficiency=speedup / devices)

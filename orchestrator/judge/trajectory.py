@@ -26,7 +26,7 @@ names the step or block and the deviation.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
 from typing import Any
@@ -164,6 +164,14 @@ class Verdict:
             doc.update(blocks=self.compared, at_block=self.at)
         doc.update(max_rel_dev=self.max_rel_dev, tolerance=self.tolerance, verdict=self.verdict, reason=self.reason)
         return doc
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> Verdict:
+        """A row of a summary's ``numerical_parity`` (rows without ``kind`` are of first steps)."""
+        kind = doc.get("kind", STEPS)
+        compared, at = (doc.get("steps", 0), doc.get("at_step")) if kind == STEPS else (doc.get("blocks", 0), doc.get("at_block"))
+        return cls(tuple(doc.get("cell") or ()), doc["precision"], tuple(doc["engines"]), tuple(doc["runs"]),  # type: ignore[arg-type]
+                   kind, doc["verdict"], compared, doc.get("max_rel_dev"), at, doc.get("tolerance"), doc.get("reason"))
 
 
 def _judge(kind: str, a: TrajectoryRun, b: TrajectoryRun) -> Verdict:

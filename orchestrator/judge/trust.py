@@ -13,8 +13,10 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from statistics import median
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
+from bench_engine.contract import EngineResult
+from orchestrator.judge.record import RunRecord
 from orchestrator.judge.stats import relative_spread
 
 OUTLIER_RATIO = 2.0  # a window whose step time is this many times the median's (or 1/this of it) is an outlier
@@ -40,15 +42,15 @@ class RunFacts:
     cpus: int | None = None  # the host's CPUs, the load average's scale
 
     @classmethod
-    def of(cls, record: Mapping[str, Any], result: Mapping[str, Any] | None, host_cpus: int | None = None) -> RunFacts:
+    def of(cls, record: RunRecord, result: EngineResult | None, host_cpus: int | None = None) -> RunFacts:
         """The facts of a run record and its engine result (``host_cpus``: the artifact host's, where the record has none)."""
-        measurements = (result or {}).get("measurements") or {}
-        steady = measurements.get("steady") or {}
-        host = record.get("host") or {}
-        windows = measurements.get("windows") or []
+        measurements = result.measurements if result is not None else None
+        steady = measurements.steady if measurements is not None else {}
+        host = record.host or {}
+        windows = measurements.windows if measurements is not None else ()
         return cls(
-            run_id=record["run_id"], repeat=record["repeat"],
-            step_times=tuple(w[2] / w[0] for w in windows if w[0] > 0),
+            run_id=record.run_id, repeat=record.repeat,
+            step_times=tuple(w.seconds / w.steps for w in windows if w.steps > 0),
             timed_steps=steady.get("steps"), steady_s=steady.get("time_s"),
             load_start=_first(host.get("load_avg")), load_end=_first(host.get("load_avg_end")),
             cpus=host.get("cpu_count") or host_cpus,
@@ -191,13 +193,21 @@ def group_warnings(facts: GroupFacts, repeats: Sequence[tuple[int, Sequence[Trus
 LISTED_GROUPS = 3  # a warning shared by more groups names how many instead
 
 
-def warning_lines(groups: Sequence[Mapping[str, Any]]) -> list[str]:
+class Warned(Protocol):
+    """A summary's group as warning_lines reads it."""
+
+    @property
+    def label(self) -> str: ...
+    @property
+    def warnings(self) -> Sequence[str]: ...
+
+
+def warning_lines(groups: Sequence[Warned]) -> list[str]:
     """A summary's group warnings as terminal lines: one per distinct message, with the groups it concerns."""
     by_message: dict[str, list[str]] = {}
     for group in groups:
-        label = f"{group['engine']} {group['precision']} {group['path']} b{group['batch_per_device']} x{group['devices']}"
-        for message in group.get("warnings") or []:
-            by_message.setdefault(message, []).append(label)
+        for message in group.warnings:
+            by_message.setdefault(message, []).append(group.label)
     return [f"{', '.join(labels) if len(labels) <= LISTED_GROUPS else f'{len(labels)} groups'}: {message}"
             for message, labels in by_message.items()]
 

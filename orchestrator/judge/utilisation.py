@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import NamedTuple
 
+from bench_engine.contract import EngineResult
 from orchestrator.model.layers import flops_per_sample, forward_macs
 
 # Dense tensor-core / vector peaks in TFLOP/s by precision (vendor data sheets, SXM parts, no sparsity).
@@ -27,21 +28,25 @@ def peak_tflops(device_name: str | None, precision: str) -> float | None:
     return None
 
 
-def utilisation(result: dict[str, Any] | None, throughput: float | None) -> dict[str, Any]:
+class Utilisation(NamedTuple):
+    """How much of the device a run used: MACs and FLOPs per sample, achieved TFLOP/s and fraction of the GPU's peak."""
+
+    gmacs_per_sample: float | None = None
+    flops_per_sample: float | None = None
+    achieved_tflops: float | None = None
+    peak_fraction: float | None = None
+
+
+def utilisation(result: EngineResult | None, throughput: float | None) -> Utilisation:
     """MACs and FLOPs per sample of the run's model and geometry, achieved TFLOP/s, fraction of peak."""
-    work = (result or {}).get("work") or {}
-    if not work or not work.get("input_shape"):
-        return {"gmacs_per_sample": None, "flops_per_sample": None, "achieved_tflops": None, "peak_fraction": None}
+    work = (result.work if result is not None else None) or {}
+    if not work.get("input_shape"):
+        return Utilisation()
     height, width, channels = work["input_shape"]
     macs = forward_macs(work["arch"], work["num_classes"], channels, height, width)
     flops = flops_per_sample(work["arch"], work["num_classes"], channels, height, width, work["mode"])
     achieved = throughput * flops / 1e12 if throughput and flops else None
-    environment = (result or {}).get("environment") or {}
+    environment = result.environment if result is not None else {}
     device = environment["devices"][0] if environment.get("device_kind") == "cuda" and environment.get("devices") else None
     peak = peak_tflops(device, work["precision"]["name"])
-    return {
-        "gmacs_per_sample": macs / 1e9 if macs else None,
-        "flops_per_sample": flops,
-        "achieved_tflops": achieved,
-        "peak_fraction": achieved / peak if achieved and peak else None,
-    }
+    return Utilisation(macs / 1e9 if macs else None, flops, achieved, achieved / peak if achieved and peak else None)

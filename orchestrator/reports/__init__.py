@@ -48,7 +48,7 @@ def build_report(data: ReportData, out_dir: Path, html: bool = False, artifact_r
     ok, plot_note = plots.matplotlib_available()
     figures = plots.all_plots(data) if ok else []
     if ok and not any(p.key == "telemetry" for p in figures):
-        reasons = (data.summary.get("telemetry") or {}).get("reasons") or []
+        reasons = list(data.summary.telemetry.reasons) if data.summary.telemetry else []
         plot_note = "No GPU telemetry to plot" + (f" ({'; '.join(reasons)})." if reasons else ".")
     written: dict[str, Path] = {}
     images = []

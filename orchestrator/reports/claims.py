@@ -12,8 +12,9 @@ never a measurement.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+from orchestrator.judge.stats import SampleSummary
+from orchestrator.judge.summary_model import GroupRow, Summary
 from orchestrator.reports.data import ReportData
 from orchestrator.reports.formats import DASH, TIMES, Span, number, span, text
 from orchestrator.reports.model import Column, Table, columns
@@ -34,50 +35,46 @@ class MeasuredRatio:
         return "valid" if self.valid else f"apparent, invalid: {self.why}"
 
 
-def _group(summary: dict[str, Any], engine: str, precision: str, path: str) -> dict[str, Any] | None:
+def _group(summary: Summary, engine: str, precision: str, path: str) -> GroupRow | None:
     """The one-device group of ``engine`` in that cell (the claims compare single-GPU runs)."""
-    for group in summary.get("groups") or []:
-        if (group["engine"], group["precision"], group["path"], group.get("devices", 1)) == (engine, precision, path, 1):
-            return group
-    return None
+    return summary.group(engine, precision, path, devices=1)
 
 
-def _side(group: dict[str, Any] | None) -> tuple[dict[str, Any] | None, str | None]:
+def _side(group: GroupRow | None) -> tuple[SampleSummary | None, str | None]:
     """(throughput statistics, None) for a valid group, (apparent statistics, why) for an all-invalid one."""
     if group is None:
         return None, None
-    if group.get("n") and group.get("throughput"):
-        return group["throughput"], None
-    apparent = group.get("apparent") or {}
-    if apparent.get("throughput"):
-        return apparent["throughput"], f"{group['engine']} " + "; ".join(apparent.get("reasons") or ["invalid"])
+    if group.n and group.throughput:
+        return group.throughput, None
+    if group.apparent is not None and group.apparent.throughput:
+        return group.apparent.throughput, f"{group.engine} " + "; ".join(group.apparent.reasons or ["invalid"])
     return None, None
 
 
-def _summary_ci(summary: dict[str, Any], engine: str, vs: str, precision: str, path: str) -> Span | None:
+def _summary_ci(summary: Summary, engine: str, vs: str, precision: str, path: str) -> Span | None:
     """The bootstrap CI of the summary's ratio for the pair, inverted when the summary took it the other way round."""
-    for r in summary.get("ratios") or []:
-        if (r["precision"], r.get("path"), r.get("devices", 1)) != (precision, path, 1) or not r.get("ci95"):
+    for r in summary.ratios:
+        if (r.precision, r.path, 1 if r.devices is None else r.devices) != (precision, path, 1) or not r.ci95:
             continue
-        if (r["engine"], r["baseline_engine"]) == (engine, vs):
-            return Span(r["ci95"][0], r["ci95"][1], "ci95")
-        if (r["engine"], r["baseline_engine"]) == (vs, engine) and r["ci95"][0] > 0:
-            return Span(1 / r["ci95"][1], 1 / r["ci95"][0], "ci95")
+        if (r.engine, r.baseline_engine) == (engine, vs):
+            return Span(r.ci95[0], r.ci95[1], "ci95")
+        if (r.engine, r.baseline_engine) == (vs, engine) and r.ci95[0] > 0:
+            return Span(1 / r.ci95[1], 1 / r.ci95[0], "ci95")
     return None
 
 
-def measured_ratio(summary: dict[str, Any], engine: str, vs: str, precision: str, path: str) -> MeasuredRatio | None:
+def measured_ratio(summary: Summary, engine: str, vs: str, precision: str, path: str) -> MeasuredRatio | None:
     """engine / vs from the groups' medians; interval: the summary's 95% CI with 5+ repeats, else the range."""
     top, top_why = _side(_group(summary, engine, precision, path))
     bottom, bottom_why = _side(_group(summary, vs, precision, path))
-    if not top or not bottom or not bottom["median"] or not bottom["min"]:
+    if not top or not bottom or not bottom.median or not bottom.min:
         return None
     valid = top_why is None and bottom_why is None
     interval = _summary_ci(summary, engine, vs, precision, path) if valid else None
     if interval is None:
-        interval = Span(top["min"] / bottom["max"], top["max"] / bottom["min"], "range")
+        interval = Span(top.min / bottom.max, top.max / bottom.min, "range")
     why = "; ".join(w for w in (top_why, bottom_why) if w) or None
-    return MeasuredRatio(top["median"] / bottom["median"], interval, valid, why)
+    return MeasuredRatio(top.median / bottom.median, interval, valid, why)
 
 
 def _gpu_names(data: ReportData) -> str:
@@ -110,25 +107,25 @@ def claims_table(data: ReportData, as_published: ReportData | None = None) -> Ta
                       fair.ratio / claim["claimed"] if fair and fair.valid else None, claim.get("as_stated")])
     notes = [f"claimed: {block['source']}.",
              "as published: the publication's own protocol on this GPU (each engine configured as the publication configured it), "
-             + (f"artifact {as_published.artifact_id} ({as_published.summary['scenario']})." if as_published
+             + (f"artifact {as_published.artifact_id} ({as_published.summary.scenario})." if as_published
                 else "not given: run its scenario (e.g. scenarios/opennn_seed_as_published.yaml) and pass --as-published."),
-             f"fair: artifact {data.artifact_id} ({data.summary['scenario']}): every engine's fastest correct path.",
+             f"fair: artifact {data.artifact_id} ({data.summary.scenario}): every engine's fastest correct path.",
              "ratio: median throughput of the engine over the median of the other; interval: bootstrap 95% CI with 5+ valid repeats "
              "a side, else the range of the repeats; apparent: a side whose runs are all invalid, from the throughput its engine "
              "counted, with the work parity found missing (never a measurement); - where either side has no run with a throughput."]
     if block.get("note"):
         notes.append(block["note"])
-    if data.summary.get("smoke") or (as_published and as_published.summary.get("smoke")):
+    if data.summary.smoke or (as_published and as_published.summary.smoke):
         notes.append("Smoke run: the measured ratios are not representative.")
     return Table("claims", "Claimed vs measured ratios", cols, cells, notes)
 
 
 def _first_block_means(data: ReportData, engine: str, precision: str, status: str) -> list[float] | None:
     """The block means of the first run of ``engine`` at ``precision`` with ``status`` (by repeat)."""
-    runs = sorted((r for r in data.runs if (r.record["engine"], r.record["precision"], r.record["status"]) == (engine, precision, status)
-                   and r.result), key=lambda r: r.record["repeat"])
+    runs = sorted((r for r in data.runs if (r.record.engine, r.record.precision, r.record.status) == (engine, precision, status)
+                   and r.result), key=lambda r: r.record.repeat)
     for run in runs:
-        means = (run.result.get("measurements") or {}).get("block_losses")
+        means = run.result.measurements.block_losses if run.result and run.result.measurements else ()
         if means:
             return [float(v) for v in means]
     return None
@@ -142,19 +139,19 @@ def lost_work_table(data: ReportData, as_published: ReportData | None) -> Table 
     if as_published is None:
         return None
     cells = []
-    for group in as_published.summary.get("groups") or []:
-        apparent = group.get("apparent")
+    for group in as_published.summary.groups:
+        apparent = group.apparent
         if not apparent:
             continue
-        engine, precision = group["engine"], group["precision"]
-        fair = _group(data.summary, engine, precision, group["path"])
-        moved, honest = apparent.get("weight_change"), (fair or {}).get("weight_change")
+        engine, precision = group.engine, group.precision
+        fair = _group(data.summary, engine, precision, group.path)
+        moved, honest = apparent.weight_change, fair.weight_change if fair else None
         invalid_means = _first_block_means(as_published, engine, precision, "invalid")
         valid_means = _first_block_means(data, engine, precision, "ok")
         worst = None
         if invalid_means and valid_means:
             worst = max(relative_deviation(a, b) for a, b in zip(invalid_means, valid_means, strict=False))
-        cells.append([engine, precision, "; ".join(apparent.get("reasons") or []), moved, honest,
+        cells.append([engine, precision, "; ".join(apparent.reasons), moved, honest,
                       moved / honest if moved is not None and honest else None, worst,
                       sum(invalid_means) / len(invalid_means) if invalid_means else None,
                       sum(valid_means) / len(valid_means) if valid_means else None])

@@ -5,51 +5,54 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench_engine.contract import EngineResult
 from orchestrator.artifacts.layout import MANIFEST, RUNS, SCENARIO, SUMMARY
 from orchestrator.artifacts.validate import MAX_DOCUMENT_BYTES, ArtifactProblem, validate_artifact
 from orchestrator.artifacts.walk import read_bytes_no_follow, walk
 from orchestrator.errors import BadInput
 from orchestrator.host.telemetry import CSV_NAME, parse_csv
+from orchestrator.judge.record import RunRecord
+from orchestrator.judge.summary_model import Summary
 from orchestrator.schemas import SchemaError, validate
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunData:
     run_id: str
-    record: dict[str, Any]
-    result: dict[str, Any] | None
-    telemetry: list[dict[str, Any]] | None  # rows of telemetry.csv
+    record: RunRecord
+    result: EngineResult | None
+    telemetry: list[dict[str, Any]] | None  # rows of telemetry.csv (host/telemetry.parse_csv)
 
     @property
-    def gpu(self) -> dict[str, Any]:
-        return (self.record.get("telemetry") or {}).get("gpu") or {}
+    def gpu(self) -> Mapping[str, Any]:
+        return (self.record.telemetry or {}).get("gpu") or {}
 
     @property
     def label(self) -> str:
-        r = self.record
-        return f"{r['engine']} {r['precision']} {r['path']} b{r['batch_per_device']} x{r['devices']} #{r['repeat']}"
+        return self.record.label
 
 
 @dataclass
 class ReportData:
     source: str
-    summary: dict[str, Any]
-    manifest: dict[str, Any]
+    summary: Summary
+    manifest: Mapping[str, Any]  # the manifest document (artifacts/manifest.py)
     runs: list[RunData]
     problems: list[ArtifactProblem] = field(default_factory=list)
-    scenario: dict[str, Any] = field(default_factory=dict)  # the artifact's resolved scenario.yaml
+    scenario: Mapping[str, Any] = field(default_factory=dict)  # the artifact's resolved scenario.yaml
     as_published: ReportData | None = None  # a second artifact: the claims' own protocol on this GPU (report --as-published)
 
     @property
     def artifact_id(self) -> str:
-        return self.summary["artifact_id"]
+        return self.summary.artifact_id
 
 
-def _json(root: Path, rel: str, schema: str | None = None) -> dict[str, Any] | None:
+def _json(root: Path, rel: str, schema: str | None = None) -> dict[str, Any] | None:  # the file boundary
     """A JSON document of the artifact, read without following links (None when absent or invalid)."""
     try:
         document = json.loads(read_bytes_no_follow(root, rel, MAX_DOCUMENT_BYTES))
@@ -88,6 +91,7 @@ def load_report_data(root: Path, source: str | None = None) -> ReportData:
     if links:
         raise BadInput(f"{label}: {links[0]}: a link or special file in the artifact; refused (links are never followed)")
     order = {row["run_id"]: i for i, row in enumerate(summary["runs"])}
+    typed = Summary.from_json(summary)
     runs = []
     folders = [rel.split("/", 1)[1] for rel, e in entries.items() if e.kind == "dir" and rel.startswith(f"{RUNS}/") and rel.count("/") == 1]
     for name in sorted(folders, key=lambda n: (order.get(n, 1 << 30), n)):
@@ -97,11 +101,11 @@ def load_report_data(root: Path, source: str | None = None) -> ReportData:
         result = _json(root, f"{RUNS}/{name}/result.json", "engine-result")
         csv_rel = f"{RUNS}/{name}/{CSV_NAME}"
         telemetry = _telemetry(root, csv_rel, label) if csv_rel in entries else None
-        runs.append(RunData(name, record, result, telemetry))
-    return ReportData(label, summary, manifest, runs, validate_artifact(root), _scenario(root, entries))
+        runs.append(RunData(name, RunRecord.from_json(record), EngineResult.from_json(result) if result else None, telemetry))
+    return ReportData(label, typed, manifest, runs, validate_artifact(root), _scenario(root, entries))
 
 
-def _scenario(root: Path, entries: dict) -> dict[str, Any]:
+def _scenario(root: Path, entries: dict) -> dict[str, Any]:  # the file boundary: the YAML document
     """The resolved scenario document, or {} when it cannot be read (the report still renders)."""
     import yaml
 

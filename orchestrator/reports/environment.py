@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from orchestrator.reports.data import ReportData, RunData
@@ -37,7 +37,7 @@ def _plain(value: Any) -> str | None:
     return str(value)
 
 
-def run_fact(host: dict[str, Any], key: str) -> str | None:
+def run_fact(host: Mapping[str, Any], key: str) -> str | None:
     """One fact of a run.json ``host`` block as text (None when the host could not read it)."""
     value = host.get(key)
     if key == "cpu_affinity" and value is not None and host.get("cpu_affinity_count") is not None:
@@ -55,7 +55,7 @@ def _across_runs(values: list[str | None]) -> str:
     return "; ".join(f"{value} ({n} run{'s' if n > 1 else ''})" for value, n in counts.items())
 
 
-def _load(hosts: list[dict[str, Any]]) -> str:
+def _load(hosts: list[Mapping[str, Any]]) -> str:
     """The 1, 5 and 15 minute load averages before the runs: the values of a single run, else lowest-highest."""
     loads = [h[LOAD] for h in hosts if h.get(LOAD)]
     if not loads:
@@ -68,11 +68,11 @@ def _load(hosts: list[dict[str, Any]]) -> str:
 
 def host(data: ReportData) -> Table:
     """Field/value rows: the summary's host facts, then the CPU facts of the runs' records (any key they hold), then the GPUs."""
-    summary_host = data.summary.get("host") or {}
+    summary_host = data.summary.host or {}
     labels = dict(SUMMARY_FACTS) | dict(RUN_FACTS)
     cells: list[list[Any]] = [[label, _plain(summary_host.get(key))] for key, label in SUMMARY_FACTS if key in summary_host]
     cells += [[labels.get(key, key), _plain(value)] for key, value in summary_host.items() if key not in ARTIFACT_WIDE]
-    hosts = [run.record["host"] for run in data.runs if isinstance(run.record.get("host"), dict)]
+    hosts = [run.record.host for run in data.runs if run.record.host is not None]
     known = [key for key, _ in RUN_FACTS]
     extra = [key for key in dict.fromkeys(k for h in hosts for k in h) if key not in known and key not in SHOWN_WITH]
     for key in [*known, *extra]:
@@ -104,9 +104,9 @@ def _ranges(numbers: Iterable[int]) -> str:
 def _engine_environment(run: RunData) -> tuple[Any, ...]:
     """What the Engines table shows of a run's environment (result.json environment, run.json runtime, optimizations)."""
     assert run.result is not None
-    env = run.result["environment"]
-    runtime = run.record.get("runtime") or {}
-    work = run.result.get("work")  # a failed engine's result has none
+    env = run.result.environment
+    runtime = run.record.runtime
+    work = run.result.work  # a failed engine's result has none
     applied = None if work is None else ", ".join(k for k, v in sorted((work.get("optimizations") or {}).items()) if v.get("applied")) or "none"
     return (f"{env.get('framework')} {env.get('framework_version')}", env.get("python") or None, env.get("cuda") or None,
             env.get("cudnn") or None, env.get("device_kind") or None, ", ".join(env.get("devices") or []) or None, runtime.get("name"),
@@ -120,8 +120,8 @@ def engines(data: ReportData) -> Table:
         if not run.result:
             continue
         r = run.record
-        key = (r["engine"], r["precision"], r["path"], *_engine_environment(run))
-        rows.setdefault(key, {}).setdefault((r["batch_per_device"], r["devices"]), []).append(r["repeat"])
+        key = (r.engine, r.precision, r.path, *_engine_environment(run))
+        rows.setdefault(key, {}).setdefault((r.batch_per_device, r.devices), []).append(r.repeat)
     cells = []
     for key, runs in rows.items():
         covered = "; ".join(f"b{batch} x{devices} r{_ranges(repeats)}" for (batch, devices), repeats in runs.items())

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:
+    from orchestrator.judge.stats import SampleSummary
 
 Format = Callable[[Any], str]
 DASH = "-"
@@ -27,10 +30,10 @@ class Span(NamedTuple):
         return cls(pair[0], pair[1], kind) if pair else None
 
     @classmethod
-    def labelled(cls, stats: dict[str, Any] | None) -> Span | None:
-        """The ``interval`` block ({kind, low, high}) of a statistics block (orchestrator.judge.stats), or None."""
-        block = (stats or {}).get("interval")
-        return cls(block["low"], block["high"], block["kind"]) if block else None
+    def labelled(cls, stats: SampleSummary | None) -> Span | None:
+        """The interval of a statistics block (orchestrator.judge.stats), labelled by its kind, or None."""
+        block = stats.interval if stats else None
+        return cls(block.low, block.high, block.kind) if block else None
 
 
 class Apparent(NamedTuple):

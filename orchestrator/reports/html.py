@@ -79,7 +79,7 @@ def plot_html(plot: Plot) -> str:
 
 def render_html(data: ReportData, tables: list[Table], plots: list[Plot], plot_note: str | None, generated: str) -> str:
     s = data.summary
-    title = f"{s['scenario']} {s['artifact_id']}" + (" (smoke)" if s.get("smoke") else "")
+    title = f"{s.scenario} {s.artifact_id}" + (" (smoke)" if s.smoke else "")
     environment = {"host", "engines", "gpus"}
     main_tables = [t for t in tables if t.key not in environment]
     nav = " ".join(f'<a href="#{escape(t.key)}">{escape(t.title)}</a>' for t in main_tables)

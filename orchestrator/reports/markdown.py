@@ -27,7 +27,7 @@ def table_md(table: Table, level: int = 2) -> str:
 def render_markdown(data: ReportData, tables: list[Table], images: list[tuple[str, str, str]], plot_note: str | None) -> str:
     """``images``: (title, file name, caption) of the plots written beside the report."""
     s = data.summary
-    parts = [f"# Benchmark report: {s['scenario']} {s['artifact_id']}" + (" (smoke)" if s.get("smoke") else ""), ""]
+    parts = [f"# Benchmark report: {s.scenario} {s.artifact_id}" + (" (smoke)" if s.smoke else ""), ""]
     environment = {"host", "engines", "gpus"}
     for table in tables:
         if table.key in environment:

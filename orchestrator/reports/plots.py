@@ -16,12 +16,18 @@ import io
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
+from bench_engine.contract import EngineResult
+from orchestrator.judge.record import RunRecord
+from orchestrator.judge.summary_model import GroupRow, RunRow, ScalingRow
 from orchestrator.reports.data import ReportData
 from orchestrator.reports.styles import NEUTRAL, Styles, styles_for
+
+if TYPE_CHECKING:
+    from matplotlib.artist import Artist
 
 GroupKey = tuple[str, str, Any, Any, Any]  # engine, precision, path, batch per device, devices
 VARIANT = ("path", "batch_per_device", "devices")
@@ -84,12 +90,12 @@ def to_png(fig: Any) -> bytes:
 
 def styles(data: ReportData) -> Styles:
     """The report's one engine -> colour and precision -> line style mapping (every run of the summary)."""
-    runs = data.summary["runs"]
-    return styles_for((r["engine"] for r in runs), (r["precision"] for r in runs))
+    runs = data.summary.runs
+    return styles_for((r.engine for r in runs), (r.precision for r in runs))
 
 
-def group_key(row: dict[str, Any]) -> GroupKey:
-    return (row["engine"], row["precision"], row.get("path"), row.get("batch_per_device"), row.get("devices"))
+def group_key(row: RunRow | GroupRow | RunRecord) -> GroupKey:
+    return (row.engine, row.precision, row.path, row.batch_per_device, row.devices)
 
 
 def _varying(keys: Sequence[GroupKey]) -> list[int]:
@@ -121,42 +127,49 @@ def _legend(fig: Any, handles: list[Any], labels: list[str]) -> None:
         fig.legend(handles, labels, loc="outside right upper", fontsize="small")
 
 
-def _median_band(ax: Any, x: np.ndarray, stack: np.ndarray, look: dict[str, Any], plot: str, key: GroupKey, n: int) -> tuple[Any, Any]:
+class Look(NamedTuple):
+    """How one group's series is drawn: colour, line style and marker (None: no marker)."""
+
+    color: str
+    ls: str
+    marker: str | None = None
+
+
+def _median_band(ax: Any, x: np.ndarray, stack: np.ndarray, look: Look, plot: str, key: GroupKey, n: int) -> tuple[Any, Any]:
     """The median of ``stack`` (one row per repeat, NaN where a repeat has no value) over ``x``, in its min-max band."""
     keep = ~np.all(np.isnan(stack), axis=0)
     x, stack = x[keep], stack[:, keep]
     median, low, high = np.nanmedian(stack, axis=0), np.nanmin(stack, axis=0), np.nanmax(stack, axis=0)
-    band = ax.fill_between(x, low, high, color=look["color"], alpha=BAND_ALPHA, lw=0, gid=_gid(plot, key, "band", n))
-    marker = look.get("marker")
-    (line,) = ax.plot(x, median, color=look["color"], ls=look["ls"], lw=1.6, gid=_gid(plot, key, "median", n),
-                      marker=marker, ms=4, markevery=max(1, len(x) // 8) if marker else None)
+    band = ax.fill_between(x, low, high, color=look.color, alpha=BAND_ALPHA, lw=0, gid=_gid(plot, key, "band", n))
+    (line,) = ax.plot(x, median, color=look.color, ls=look.ls, lw=1.6, gid=_gid(plot, key, "median", n),
+                      marker=look.marker, ms=4, markevery=max(1, len(x) // 8) if look.marker else None)
     return band, line
 
 
 def throughput(data: ReportData) -> Plot | None:
-    groups = [g for g in data.summary["groups"] if g.get("throughput")]
+    groups = [g for g in data.summary.groups if g.throughput]
     if not groups:
         return None
     look = styles(data)
     keys = [group_key(g) for g in groups]
     vary = _varying(keys)
     values: dict[GroupKey, list[float]] = defaultdict(list)
-    for row in data.summary["runs"]:
-        if row["status"] == "ok" and row.get("throughput"):
-            values[group_key(row)].append(row["throughput"])
+    for row in data.summary.runs:
+        if row.status == "ok" and row.throughput:
+            values[group_key(row)].append(row.throughput)
     fig, axes = _figure(max(5.0, 1.3 * len(groups) + 3), 4.2)
     ax = axes[0, 0]
     used_ci = False
-    legend: dict[str, Any] = {}
+    legend: dict[str, Artist] = {}
     for x, (g, key) in enumerate(zip(groups, keys, strict=True)):
-        tp = g["throughput"]
-        ci = tp.get("ci95")
-        low, high = (ci if ci else (tp["min"], tp["max"]))
-        used_ci = used_ci or bool(ci)
-        colour = look.colour(g["engine"])
-        bar = ax.bar(x, tp["median"], color=colour, alpha=0.85, width=0.6, gid=_gid("throughput", key, "median", x))
-        legend.setdefault(g["engine"], bar)
-        ax.errorbar(x, tp["median"], yerr=[[max(tp["median"] - low, 0)], [max(high - tp["median"], 0)]], fmt="none",
+        tp = g.throughput
+        assert tp is not None
+        low, high = tp.ci95 if tp.ci95 else (tp.min, tp.max)
+        used_ci = used_ci or bool(tp.ci95)
+        colour = look.colour(g.engine)
+        bar = ax.bar(x, tp.median, color=colour, alpha=0.85, width=0.6, gid=_gid("throughput", key, "median", x))
+        legend.setdefault(g.engine, bar)
+        ax.errorbar(x, tp.median, yerr=[[max(tp.median - low, 0)], [max(high - tp.median, 0)]], fmt="none",
                     ecolor="black", capsize=5, lw=1.2)
         points = values[key]
         if points:
@@ -172,10 +185,11 @@ def throughput(data: ReportData) -> Plot | None:
     return Plot("throughput", "Throughput", caption, fig)
 
 
-def _window_trace(result: dict[str, Any] | None) -> tuple[np.ndarray, np.ndarray] | None:
+def _window_trace(result: EngineResult | None) -> tuple[np.ndarray, np.ndarray] | None:
     """(steady-state step reached, ms per step) of every timing window of a result, or None without windows."""
     xs, ys, step = [], [], 0
-    for steps, _samples, duration in ((result or {}).get("measurements") or {}).get("windows") or []:
+    windows = result.measurements.windows if result is not None and result.measurements is not None else ()
+    for steps, _samples, duration in windows:
         if steps > 0:
             step += steps
             xs.append(step)
@@ -206,10 +220,10 @@ def step_times(data: ReportData) -> Plot | None:
     for n, (key, members) in enumerate(traces.items()):
         grid = np.unique(np.concatenate([xs for xs, _ in members]))
         stack = np.vstack([_on_grid(grid, xs, ys) for xs, ys in members])
-        style = {"color": look.colour(key[0]), "ls": look.linestyle(key[1]), "marker": markers[key]}
+        style = Look(look.colour(key[0]), look.linestyle(key[1]), markers[key])
         handles.append(_median_band(ax, grid, stack, style, "steps", key, n))
         ax.scatter(np.concatenate([xs for xs, _ in members]), np.concatenate([ys for _, ys in members]), s=6, lw=0,
-                   color=style["color"], alpha=POINT_ALPHA, gid=_gid("steps", key, "repeats", n))
+                   color=style.color, alpha=POINT_ALPHA, gid=_gid("steps", key, "repeats", n))
         labels.append(f"{_label(key, vary)} (n={len(members)})")
     from matplotlib.ticker import MaxNLocator
 
@@ -225,30 +239,30 @@ def step_times(data: ReportData) -> Plot | None:
 
 
 def scaling(data: ReportData) -> Plot | None:
-    rows = [r for r in data.summary.get("scaling") or [] if r.get("speedup") is not None]
+    rows = [r for r in data.summary.scaling or () if r.speedup is not None]
     if not rows:
         return None
     look = styles(data)
-    lines: dict[GroupKey, list[dict[str, Any]]] = defaultdict(list)
+    lines: dict[GroupKey, list[ScalingRow]] = defaultdict(list)
     for r in rows:
-        lines[(r["engine"], r["precision"], r.get("path"), r["batch_per_device"], None)].append(r)
+        lines[(r.engine, r.precision, r.path, r.batch_per_device, None)].append(r)
     keys = sorted(lines, key=lambda k: tuple(map(str, k)))
     vary = _varying(keys)
     markers = _markers(keys, vary)
     fig, axes = _figure(7.5, 4.2)
     ax = axes[0, 0]
-    top = max(r["devices"] for r in rows)
+    top = max(r.devices for r in rows)
     (ideal,) = ax.plot([1, top], [1, top], ls="--", color=NEUTRAL, lw=1)
     handles, labels = [ideal], ["ideal (linear)"]
     for n, key in enumerate(keys):
-        members = sorted(lines[key], key=lambda r: r["devices"])
+        members = sorted(lines[key], key=lambda r: r.devices)
         colour = look.colour(key[0])
-        devices = [r["devices"] for r in members]
-        if any(r.get("speedup_ci95") for r in members):
-            ci = [r.get("speedup_ci95") or (r["speedup"], r["speedup"]) for r in members]
+        devices = [r.devices for r in members]
+        if any(r.speedup_ci95 for r in members):
+            ci = [r.speedup_ci95 or (r.speedup, r.speedup) for r in members]
             ax.fill_between(devices, [c[0] for c in ci], [c[1] for c in ci], color=colour, alpha=BAND_ALPHA, lw=0,
                             gid=_gid("scaling", key, "band", n))
-        (line,) = ax.plot(devices, [r["speedup"] for r in members], marker=markers[key] or "o", lw=1.6, color=colour,
+        (line,) = ax.plot(devices, [r.speedup for r in members], marker=markers[key] or "o", lw=1.6, color=colour,
                           ls=look.linestyle(key[1]), gid=_gid("scaling", key, "median", n))
         handles.append(line)
         labels.append(_label(key, vary))
@@ -297,7 +311,7 @@ def telemetry(data: ReportData) -> Plot | None:
     edges = np.linspace(0.0, max(end, 1e-9) * (1 + 1e-9), max(1, min(TELEMETRY_BINS, longest // 2)) + 1)
     centres = (edges[:-1] + edges[1:]) / 2
     fig, axes = _figure(11, 6, ncols=2, nrows=2)
-    handles: dict[str, Any] = {}
+    handles: dict[str, tuple[Artist, Artist]] = {}
     for ax, (column, name) in zip(axes.flat, TELEMETRY_PANELS, strict=True):
         for n, (key, members) in enumerate(series.items()):
             binned = []
@@ -307,7 +321,7 @@ def telemetry(data: ReportData) -> Plot | None:
                     binned.append(_binned(np.array([p[0] for p in points]), np.array([p[1] for p in points], dtype=float), edges))
             if not binned:
                 continue
-            style = {"color": look.colour(key[0]), "ls": look.linestyle(key[1]), "marker": markers[key]}
+            style = Look(look.colour(key[0]), look.linestyle(key[1]), markers[key])
             drawn = _median_band(ax, centres, np.vstack(binned), style, f"telemetry.{column}", key, n)
             handles.setdefault(f"{_label(key, vary)} (n={len(members)})", drawn)
         ax.set_title(name, fontsize="medium")

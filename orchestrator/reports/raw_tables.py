@@ -20,7 +20,7 @@ GROUP_FIELDS = ("engine", "precision", "path", "batch_per_device", "devices", "n
                 "energy_per_sample_j_median", "warnings")
 
 
-def _fields(key: str, title: str, fields: tuple[str, ...], rows: list[dict[str, Any]]) -> Table:
+def _fields(key: str, title: str, fields: tuple[str, ...], rows: list[dict[str, Any]]) -> Table:  # rows: a CSV's, by column
     """A machine-readable table: one column per field, named as it is, raw values."""
     return Table(key, title, columns(*fields), [[row.get(name) for name in fields] for row in rows])
 
@@ -29,29 +29,30 @@ def runs_data(data: ReportData) -> Table:
     """Every run with its raw measurements, one row per run (runs.csv)."""
     by_id = {r.run_id: r for r in data.runs}
     rows = []
-    for row in data.summary["runs"]:
-        run = by_id.get(row["run_id"])
-        record = run.record if run else {}
-        result = (run.result if run else None) or {}
-        m = result.get("measurements") or {}
-        work = result.get("work") or {}
-        env = result.get("environment") or {}
-        latency = m.get("latency_ms") or {}
+    for row in data.summary.runs:
+        run = by_id.get(row.run_id)
+        record = run.record if run else None
+        result = run.result if run else None
+        m = result.measurements if result else None
+        steady = m.steady if m else {}
+        work = (result.work if result else None) or {}
+        env = result.environment if result else {}
+        latency = (m.latency_ms if m else None) or {}
         rows.append({
-            **row,
-            "steady_time_s": (m.get("steady") or {}).get("time_s"),
-            "steady_samples": (m.get("steady") or {}).get("samples"),
-            "samples": row.get("samples", work.get("samples")),
+            **row.to_json(),
+            "steady_time_s": steady.get("time_s"),
+            "steady_samples": steady.get("samples"),
+            "samples": row.samples if row.samples is not None else work.get("samples"),
             "steps": work.get("steps"),
-            "wall_s": record.get("wall_s"),
+            "wall_s": record.wall_s if record else None,
             **{f"latency_{k}_ms": latency.get(k) for k in ("mean", "p50", "p90", "p95", "p99")},
-            "peak_memory_bytes": m.get("peak_memory_bytes"),
+            "peak_memory_bytes": m.peak_memory_bytes if m else None,
             "framework": env.get("framework"),
             "framework_version": env.get("framework_version"),
             "device_kind": env.get("device_kind"),
-            "runtime": (record.get("runtime") or {}).get("name"),
-            "started_at": record.get("started_at"),
-            "finished_at": record.get("finished_at"),
+            "runtime": record.runtime.get("name") if record else None,
+            "started_at": record.started_at if record else None,
+            "finished_at": record.finished_at if record else None,
         })
     return _fields("runs_data", "Runs (raw values)", RUN_FIELDS, rows)
 
@@ -59,13 +60,14 @@ def runs_data(data: ReportData) -> Table:
 def groups_data(data: ReportData) -> Table:
     """Every group's throughput statistics, raw, one row per group (groups.csv)."""
     rows = []
-    for g in data.summary["groups"]:
-        tp = g.get("throughput") or {}
-        ci = tp.get("ci95") or [None, None]
-        rows.append({**{k: g.get(k) for k in ("engine", "precision", "path", "batch_per_device", "devices", "n", "n_total")},
-                     **{k: tp.get(k) for k in ("median", "mean", "min", "max", "iqr", "q1", "q3", "stdev")},
+    for g in data.summary.groups:
+        tp = g.throughput
+        ci = (tp.ci95 if tp else None) or (None, None)
+        interval = tp.interval if tp else None
+        rows.append({**{k: getattr(g, k) for k in ("engine", "precision", "path", "batch_per_device", "devices", "n", "n_total")},
+                     **{k: getattr(tp, k) if tp else None for k in ("median", "mean", "min", "max", "iqr", "q1", "q3", "stdev")},
                      "ci95_low": ci[0], "ci95_high": ci[1],
-                     **{f"interval_{k}": (tp.get("interval") or {}).get(k) for k in ("kind", "low", "high")},
-                     "energy_per_sample_j_median": (g.get("energy_per_sample_j") or {}).get("median"),
-                     "warnings": "; ".join(g.get("warnings") or [])})
+                     **{f"interval_{k}": getattr(interval, k) if interval else None for k in ("kind", "low", "high")},
+                     "energy_per_sample_j_median": g.energy_per_sample_j.median if g.energy_per_sample_j else None,
+                     "warnings": "; ".join(g.warnings)})
     return _fields("groups_data", "Throughput statistics per group (raw values)", GROUP_FIELDS, rows)

@@ -8,8 +8,10 @@ cells they share where they show the same thing (ratios, strong scaling, numeric
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+from orchestrator.judge.summary_model import GroupRow, Summary
 from orchestrator.reports.claims import MeasuredRatio, measured_ratio
 from orchestrator.reports.formats import (
     PERCENT,
@@ -43,63 +45,64 @@ APPARENT_NOTE = "(n): an invalid run's samples/s as its engine counted it, not a
 
 def _group_fields(batch_header: str = "batch") -> list[Field]:
     """engine, precision, path, batch, devices: the key of a group (the last three fold into the title when shared)."""
-    return [Field("engine", lambda r: r["engine"]), Field("precision", lambda r: r["precision"], short="prec"),
-            Field("path", lambda r: r.get("path"), blank, fold=str),
-            Field(batch_header, lambda r: r.get("batch_per_device"), blank, fold=batch_label),
-            Field("dev", lambda r: r.get("devices"), blank, fold=devices_label)]
+    return [Field("engine", lambda r: r.engine), Field("precision", lambda r: r.precision, short="prec"),
+            Field("path", lambda r: r.path, blank, fold=str),
+            Field(batch_header, lambda r: r.batch_per_device, blank, fold=batch_label),
+            Field("dev", lambda r: r.devices, blank, fold=devices_label)]
 
 
-def _title(summary: dict[str, Any]) -> str:
-    return f"{summary['scenario']} {summary['artifact_id']}" + (" [smoke]" if summary.get("smoke") else "")
+def _title(summary: Summary) -> str:
+    return f"{summary.scenario} {summary.artifact_id}" + (" [smoke]" if summary.smoke else "")
 
 
-def runs(summary: dict[str, Any], wide: bool = False) -> Table:
-    rows = summary["runs"]
+def runs(summary: Summary, wide: bool = False) -> Table:
+    rows = list(summary.runs)
     verdict = (lambda cell: "ok" if cell[0] == "ok" else cell[1] or "", lambda cell: "" if cell[0] == "ok" else cell[1] or "")
-    fields = [Field("run", lambda r: r["run_id"], wide_only=True), *_group_fields(),
-              Field("repeat", lambda r: r.get("repeat"), blank, short="#"), Field("status", lambda r: r["status"], status=True),
-              Field("samples/s", lambda r: r.get("throughput") or Apparent.of(r.get("apparent_throughput"), r.get("work_shortfall")),
+    fields = [Field("run", lambda r: r.run_id, wide_only=True), *_group_fields(),
+              Field("repeat", lambda r: r.repeat, blank, short="#"), Field("status", lambda r: r.status, status=True),
+              Field("samples/s", lambda r: r.throughput or Apparent.of(r.apparent_throughput, r.work_shortfall),
                     rate_or_apparent, compact_rate_or_apparent),
-              Field("setup s", lambda r: r.get("setup_s"), SECONDS), Field("warmup s", lambda r: r.get("warmup_s"), SECONDS)]
-    if wide or any(r["status"] != "ok" for r in rows):
-        fields.append(Field("parity / reason", lambda r: (r["status"], r.get("reason")), verdict[0], verdict[1], short="reason", clip=True))
-    apparent = not wide and any(r.get("apparent_throughput") and not r.get("throughput") for r in rows)
+              Field("setup s", lambda r: r.setup_s, SECONDS), Field("warmup s", lambda r: r.warmup_s, SECONDS)]
+    if wide or any(r.status != "ok" for r in rows):
+        fields.append(Field("parity / reason", lambda r: (r.status, r.reason), verdict[0], verdict[1], short="reason", clip=True))
+    apparent = not wide and any(r.apparent_throughput and not r.throughput for r in rows)
     return view("runs", _title(summary), fields, rows, wide, [APPARENT_NOTE] if apparent else [])
 
 
-def groups(summary: dict[str, Any], wide: bool = False) -> Table | None:
+def groups(summary: Summary, wide: bool = False) -> Table | None:
     """Groups with valid runs; the latency and time-to-train columns only when some group has them."""
-    valid = [g for g in summary["groups"] if g.get("throughput")]
+    valid = [g for g in summary.groups if g.throughput]
     if not valid:
         return None
-    spans = [Span.labelled(g["throughput"]) for g in valid]
+    spans = [Span.labelled(g.throughput) for g in valid]
     header, compact_span = interval_heading(spans, compact_rate)
-    latency = any(g.get("latency_ms") for g in valid)  # compact: in the place of % peak
-    fields = [*_group_fields(), Field("n", lambda g: (g["n"], g.get("n_total", g["n"])), lambda p: str(p[0]) if p[0] == p[1] else of_total(p)),
-              Field("median", lambda g: g["throughput"]["median"], RATE, compact_rate),
-              Field("min", lambda g: g["throughput"]["min"], RATE, wide_only=True),
-              Field("max", lambda g: g["throughput"]["max"], RATE, wide_only=True),
-              Field("interval", lambda g: Span.labelled(g["throughput"]), span(), compact_span, short=header),
-              Field("TFLOP/s", lambda g: g.get("achieved_tflops") or None, TFLOPS),
-              Field("% peak", lambda g: g.get("peak_fraction") or None, PEAK, wide_only=latency),
-              Field("J/sample", lambda g: (g.get("energy_per_sample_j") or {}).get("median") or None, JOULES)]
+    latency = any(g.latency_ms for g in valid)  # compact: in the place of % peak
+    fields = [*_group_fields(), Field("n", lambda g: (g.n, g.n if g.n_total is None else g.n_total),
+                                      lambda p: str(p[0]) if p[0] == p[1] else of_total(p)),
+              Field("median", lambda g: g.throughput.median, RATE, compact_rate),
+              Field("min", lambda g: g.throughput.min, RATE, wide_only=True),
+              Field("max", lambda g: g.throughput.max, RATE, wide_only=True),
+              Field("interval", lambda g: Span.labelled(g.throughput), span(), compact_span, short=header),
+              Field("TFLOP/s", lambda g: g.achieved_tflops or None, TFLOPS),
+              Field("% peak", lambda g: g.peak_fraction or None, PEAK, wide_only=latency),
+              Field("J/sample", lambda g: (g.energy_per_sample_j.median if g.energy_per_sample_j else None) or None, JOULES)]
     if latency:
         fields.append(Field("p50/p99 ms", _latency, span(".2f", sep="/"), span_of(significant(3), "/")))
-    if any(g.get("time_to_train_h") for g in valid):
-        fields.append(Field("90-epoch h", lambda g: g.get("time_to_train_h") or None, HOURS, wide_only=True))
-    fields.append(Field("warnings", lambda g: g.get("warnings"), joined("; "), wide_only=True))
-    notes = [] if wide else footnotes(((group_label(g), w) for g in valid for w in g.get("warnings") or []), "warning")
+    if any(g.time_to_train_h for g in valid):
+        fields.append(Field("90-epoch h", lambda g: g.time_to_train_h or None, HOURS, wide_only=True))
+    fields.append(Field("warnings", lambda g: list(g.warnings) or None, joined("; "), wide_only=True))
+    notes = [] if wide else footnotes(((group_label(g), w) for g in valid for w in g.warnings), "warning")
     title = "steady-state throughput (samples/s, median over valid repeats)" if wide else "samples/s over the valid repeats"
     return view("groups", title, fields, valid, wide, notes)
 
 
-def _latency(group: dict[str, Any]) -> Span | None:
-    lat = group.get("latency_ms") or {}
+def _latency(group: GroupRow) -> Span | None:
+    lat = group.latency_ms or {}
     return Span(lat["p50"], lat["p99"]) if "p50" in lat and "p99" in lat else None
 
 
-def ratios(summary: dict[str, Any], wide: bool = False) -> Table | None:
-    if not summary.get("ratios"):
+def ratios(summary: Summary, wide: bool = False) -> Table | None:
+    if not summary.ratios:
         return None
     cells = ratio_cells(summary)  # precision, path, batch, devices, engine, vs, ratio, interval, p, significant
     header, compact_span = interval_heading([c[7] for c in cells], number(".2f"))
@@ -108,14 +111,14 @@ def ratios(summary: dict[str, Any], wide: bool = False) -> Table | None:
               Field("engine", lambda c: c[4]), Field("vs", lambda c: c[5]), Field("ratio", lambda c: c[6], TIMES),
               Field("interval", lambda c: c[7], span(".2f", sep="-"), compact_span, short=header),
               Field("p", lambda c: c[8], number(".3g", missing="n/a"), wide_only=True), Field("significant", lambda c: c[9], wide_only=True)]
-    reference = summary.get("reference_engine") or "the reference"
+    reference = summary.reference_engine or "the reference"
     title = (f"cross-engine throughput ratios against {reference} (valid runs only)" if wide
              else f"throughput ratios against {reference}")
-    starred = dict.fromkeys(r["note"] for r in summary["ratios"] if r.get("note") and r.get("significant") is False)
+    starred = dict.fromkeys(r.note for r in summary.ratios if r.note and r.significant is False)
     return view("ratios", title, fields, cells, wide, [f"no*: {note}" for note in starred] if wide else [])
 
 
-def numerical_parity(summary: dict[str, Any], wide: bool = False) -> Table | None:
+def numerical_parity(summary: Summary, wide: bool = False) -> Table | None:
     cells = parity_cells(summary)  # precision, engines, kind, compared, deviation, at, tolerance, (verdict, reason)
     if not cells:
         return None
@@ -131,7 +134,7 @@ def numerical_parity(summary: dict[str, Any], wide: bool = False) -> Table | Non
     return view("numerical_parity", title, fields, cells, wide)
 
 
-def scaling(summary: dict[str, Any], wide: bool = False) -> Table | None:
+def scaling(summary: Summary, wide: bool = False) -> Table | None:
     cells = scaling_cells(summary)  # engine, precision, path, batch/dev, dev, global batch, n, samples/s, speedup, CI, efficiency, note
     if not cells:
         return None
@@ -149,11 +152,12 @@ def scaling(summary: dict[str, Any], wide: bool = False) -> Table | None:
     return view("scaling", title, fields, cells, wide, notes)
 
 
-def claims(summary: dict[str, Any], block: dict[str, Any] | None, wide: bool = False) -> Table | None:
-    """The scenario's claims against this artifact's ratios (the report adds the as-published artifact), or None."""
+def claims(summary: Summary, block: Mapping[str, Any] | None, wide: bool = False) -> Table | None:
+    """The scenario's claims (its YAML ``claims`` block) against this artifact's ratios (the report adds the as-published
+    artifact), or None."""
     if not block or not block.get("ratios"):
         return None
-    rows: list[tuple[dict[str, Any], MeasuredRatio | None]] = [
+    rows: list[tuple[Mapping[str, Any], MeasuredRatio | None]] = [
         (claim, measured_ratio(summary, claim["engine"], claim["vs"], claim["precision"], claim.get("path", "optimized")))
         for claim in block["ratios"]]
     header, compact_span = interval_heading([m.interval for _, m in rows if m], number(".2f"))
@@ -170,7 +174,7 @@ def claims(summary: dict[str, Any], block: dict[str, Any] | None, wide: bool = F
     return view("claims", "claimed vs measured ratios", fields, rows, wide, notes)
 
 
-def summary_tables(summary: dict[str, Any], wide: bool = False, claims_block: dict[str, Any] | None = None) -> list[Table]:
+def summary_tables(summary: Summary, wide: bool = False, claims_block: Mapping[str, Any] | None = None) -> list[Table]:
     """Runs, then whichever of statistics, ratios, claims, numerical parity and strong scaling the summary has."""
     found = [groups(summary, wide), ratios(summary, wide), claims(summary, claims_block, wide), numerical_parity(summary, wide),
              scaling(summary, wide)]

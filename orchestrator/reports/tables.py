@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from orchestrator.judge.stats import SampleSummary
+from orchestrator.judge.summary_model import ApparentGroup, Summary
+from orchestrator.judge.trajectory import Verdict
 from orchestrator.reports.claims import claims_table, lost_work_table
 from orchestrator.reports.data import ReportData
 from orchestrator.reports.environment import environment
@@ -31,22 +34,22 @@ from orchestrator.reports.model import Column, Table, columns
 __all__ = ["Column", "Table", "columns"]  # the table model, re-exported for the exporters
 
 
-def _stat(stats: dict[str, Any] | None, key: str) -> float | None:
-    return stats.get(key) if stats else None
+def _stat(stats: SampleSummary | None, key: str) -> float | None:
+    return getattr(stats, key) if stats else None
 
 
 def overview(data: ReportData) -> Table:
     s, m = data.summary, data.manifest
-    counts = ", ".join(f"{k}: {v}" for k, v in sorted(s["counts"].items())) or "no runs"
+    counts = ", ".join(f"{k}: {v}" for k, v in sorted(s.counts.items())) or "no runs"
     integrity = "valid (schemas and sha256 of every file)" if not data.problems else \
         f"{len(data.problems)} problem(s): " + "; ".join(str(p) for p in data.problems[:3])
     cells = [
-        ["scenario", s["scenario"]],
-        ["artifact", s["artifact_id"]],
+        ["scenario", s.scenario],
+        ["artifact", s.artifact_id],
         ["source", data.source],
         ["created", m.get("created_at", DASH)],
         ["complete", "yes" if m.get("complete") else "no (interrupted or in progress)"],
-        ["smoke run", "yes (throughput not representative)" if s.get("smoke") else "no"],
+        ["smoke run", "yes (throughput not representative)" if s.smoke else "no"],
         ["runs", counts],
         ["integrity", integrity],
         ["bench", m.get("bench_version", DASH)],
@@ -61,12 +64,11 @@ def runs(data: ReportData) -> Table:
             Column("J/img", ENERGY), Column("reason", blank)]
     by_id = {r.run_id: r for r in data.runs}
     cells = []
-    for row in data.summary["runs"]:
-        record = by_id[row["run_id"]].record if row["run_id"] in by_id else {}
-        cells.append([row["run_id"], row["engine"], row["precision"], row.get("path"), row.get("batch_per_device"), row.get("devices"),
-                      row.get("repeat"), row["status"], row.get("throughput"),
-                      Apparent.of(row.get("apparent_throughput"), row.get("work_shortfall")), row.get("weight_change"),
-                      row.get("setup_s"), row.get("warmup_s"), record.get("wall_s"), row.get("energy_per_sample_j"), row.get("reason")])
+    for row in data.summary.runs:
+        wall = by_id[row.run_id].record.wall_s if row.run_id in by_id else None
+        cells.append([row.run_id, row.engine, row.precision, row.path, row.batch_per_device, row.devices,
+                      row.repeat, row.status, row.throughput, Apparent.of(row.apparent_throughput, row.work_shortfall), row.weight_change,
+                      row.setup_s, row.warmup_s, wall, row.energy_per_sample_j, row.reason])
     return Table("runs", "Runs", cols, cells, ["samples/s: steady-state throughput (warmup and setup excluded).",
                                                APPARENT_NOTE, WEIGHTS_NOTE])
 
@@ -82,31 +84,31 @@ def groups(data: ReportData) -> Table:
             Column("min", RATE), Column("max", RATE), Column("IQR", RATE), Column("interval", span()),
             Column("J/img (median)", ENERGY), Column("apparent (invalid runs)", APPARENT), Column("warnings", joined("; "))]
     cells = []
-    for g in data.summary["groups"]:
-        tp = g.get("throughput")
-        cells.append([g["engine"], g["precision"], g["path"], g["batch_per_device"], g["devices"], (g["n"], g.get("n_total", g["n"])),
+    for g in data.summary.groups:
+        tp = g.throughput
+        cells.append([g.engine, g.precision, g.path, g.batch_per_device, g.devices, (g.n, g.n_total if g.n_total is not None else g.n),
                       _stat(tp, "median"), _stat(tp, "min"), _stat(tp, "max"), _stat(tp, "iqr"), Span.labelled(tp),
-                      _stat(g.get("energy_per_sample_j"), "median"), _apparent_cell(g.get("apparent")), g.get("warnings")])
+                      _stat(g.energy_per_sample_j, "median"), _apparent_cell(g.apparent), list(g.warnings)])
     notes = ["Steady-state throughput (samples/s) over the valid repeats; n = valid/total runs. "
              "interval: bootstrap (percentile) 95% CI of the median with 5+ repeats; with fewer, the range (min-max) of the repeats."]
     return Table("groups", "Throughput statistics per group", cols, cells, notes)
 
 
-def _apparent_cell(block: dict[str, Any] | None) -> Apparent | None:
+def _apparent_cell(block: ApparentGroup | None) -> Apparent | None:
     """A group's invalid runs: the median of their counted throughput and the distinct reasons."""
-    if not block or not block.get("throughput"):
+    if not block or not block.throughput:
         return None
-    return Apparent(block["throughput"]["median"], f"{block['n']} run(s), " + "; ".join(block["reasons"]))
+    return Apparent(block.throughput.median, f"{block.n} run(s), " + "; ".join(block.reasons))
 
 
-def ratio_cells(summary: dict[str, Any]) -> list[list[Any]]:
+def ratio_cells(summary: Summary) -> list[list[Any]]:
     """One row per cross-engine ratio: precision, path, batch, devices, engine, vs, ratio, interval, p, significant."""
     cells = []
-    for r in summary.get("ratios") or []:
-        sig = r.get("significant")
-        spread = Span.of(r["ci95"], "ci95") if r.get("ci95") else Span.of(r.get("range"), "range")
-        cells.append([r["precision"], r.get("path"), r.get("batch_per_device"), r.get("devices"), r["engine"], r["baseline_engine"],
-                      r["ratio"], spread, r.get("p_value"), "n/a" if sig is None else ("yes" if sig else "no*" if r.get("note") else "no")])
+    for r in summary.ratios:
+        sig = r.significant
+        spread = Span.of(r.ci95, "ci95") if r.ci95 else Span.of(r.range, "range")
+        cells.append([r.precision, r.path, r.batch_per_device, r.devices, r.engine, r.baseline_engine,
+                      r.ratio, spread, r.p_value, "n/a" if sig is None else ("yes" if sig else "no*" if r.note else "no")])
     return cells
 
 
@@ -114,11 +116,11 @@ def ratios(data: ReportData) -> Table:
     cols = [*columns("precision", "path", "batch", "devices", "engine", "vs"), Column("ratio", TIMES),
             Column("interval", span(",.2f", "x")), Column("Mann-Whitney p", PVALUE), Column("significant")]
     notes_seen: list[str] = []
-    for r in data.summary.get("ratios") or []:
-        if r.get("note") and r["note"] not in notes_seen:
-            notes_seen.append(r["note"])
+    for r in data.summary.ratios:
+        if r.note and r.note not in notes_seen:
+            notes_seen.append(r.note)
     cells = ratio_cells(data.summary)
-    notes = [f"ratio = median throughput of 'engine' / median of 'vs', the reference engine {data.summary.get('reference_engine') or ''} "
+    notes = [f"ratio = median throughput of 'engine' / median of 'vs', the reference engine {data.summary.reference_engine or ''} "
              "(valid runs only): 1.90x means engine reaches 1.90 times vs. One ratio per pair. "
              "interval: bootstrap 95% CI with 5+ repeats a side, else the range min(engine)/max(vs) - max(engine)/min(vs); "
              "significant: two-sided Mann-Whitney U p < 0.05 over the repeats."]
@@ -128,12 +130,12 @@ def ratios(data: ReportData) -> Table:
     return Table("ratios", "Cross-engine ratios", cols, cells, notes)
 
 
-def scaling_cells(summary: dict[str, Any]) -> list[list[Any]]:
+def scaling_cells(summary: Summary) -> list[list[Any]]:
     """One row per strong-scaling figure: engine, precision, path, batch/device, devices, global batch, n, samples/s,
     speedup, its 95% CI, efficiency, note."""
-    return [[r["engine"], r["precision"], r.get("path"), r["batch_per_device"], r["devices"], r.get("batch_global"), r.get("n"),
-             r.get("throughput"), r.get("speedup"), Span.of(r.get("speedup_ci95")), r.get("efficiency"), r.get("note")]
-            for r in summary.get("scaling") or []]
+    return [[r.engine, r.precision, r.path, r.batch_per_device, r.devices, r.batch_global, r.n,
+             r.throughput, r.speedup, Span.of(r.speedup_ci95), r.efficiency, r.note]
+            for r in summary.scaling or ()]
 
 
 def scaling(data: ReportData) -> Table:
@@ -155,15 +157,16 @@ def setup(data: ReportData) -> Table:
             *columns("warmup steps", "steady steps"), Column("steady s", SECONDS), Column("latency mean ms", latency),
             *(Column(k, latency) for k in ("p50", "p90", "p95", "p99"))]
     cells = []
-    for g in data.summary["groups"]:
-        members = [r for r in data.runs if r.result and r.record["status"] == "ok"
-                   and all(r.record[k] == g[k] for k in ("engine", "precision", "path", "batch_per_device", "devices"))]
-        m = members[0].result["measurements"] if members else {}
-        lat = g.get("latency_ms") or {}
-        steady = [r.result["measurements"]["steady"]["time_s"] for r in members]
-        cells.append([g["engine"], g["precision"], g["path"], g["batch_per_device"], g["devices"],
-                      _stat(g.get("setup_s"), "median"), _stat(g.get("warmup_s"), "median"),
-                      m.get("warmup_steps"), (m.get("steady") or {}).get("steps"), sorted(steady)[len(steady) // 2] if steady else None,
+    for g in data.summary.groups:
+        measured = [r.result.measurements for r in data.runs if r.result and r.result.measurements and r.record.status == "ok"
+                    and r.record.group == g.key]
+        m = measured[0] if measured else None
+        lat = g.latency_ms or {}
+        steady = [mm.steady["time_s"] for mm in measured]
+        cells.append([g.engine, g.precision, g.path, g.batch_per_device, g.devices,
+                      _stat(g.setup_s, "median"), _stat(g.warmup_s, "median"),
+                      m.warmup_steps if m else None, m.steady.get("steps") if m else None,
+                      sorted(steady)[len(steady) // 2] if steady else None,
                       *(lat.get(k) for k in ("mean", "p50", "p90", "p95", "p99"))])
     notes = ["Medians over the valid repeats. setup: engine start to first step (imports, model, data); "
              "warmup: the warmup steps, compilation and graph capture included; both are excluded from throughput."]
@@ -175,7 +178,7 @@ def telemetry(data: ReportData) -> Table:
             Column("max mem GiB", number(",.2f")), *columns("max temp C", "throttling"), Column("energy J", RATE),
             Column("J/img", ENERGY), Column("method")]
     cells = []
-    samples_by_run = {row["run_id"]: row.get("samples") for row in data.summary["runs"]}
+    samples_by_run = {row.run_id: row.samples for row in data.summary.runs}
     for run in data.runs:
         gpu = run.gpu
         if not gpu or not gpu.get("available"):
@@ -189,33 +192,26 @@ def telemetry(data: ReportData) -> Table:
                       mem / 2**30 if mem is not None else None, gpu.get("temperature_max_c"),
                       ", ".join(gpu.get("throttle_reasons_seen") or []) or "none",
                       joules, joules / processed if joules is not None and processed else None, gpu.get("energy_method") or None])
-    overview = data.summary.get("telemetry") or {}
-    notes = [overview.get("energy_definition") or "J/img: GPU energy of the whole engine process / samples processed."]
-    notes += [f"telemetry: {reason}" for reason in overview.get("reasons", [])]
+    overview = data.summary.telemetry
+    notes = [overview.energy_definition if overview else "J/img: GPU energy of the whole engine process / samples processed."]
+    notes += [f"telemetry: {reason}" for reason in (overview.reasons if overview else ())]
     return Table("telemetry", "GPU telemetry and energy", cols, cells, notes)
 
 
-def _parity_where(verdict: dict[str, Any]) -> tuple[int, str | None]:
-    """(positions compared, where the deviation is largest) of a verdict row of either kind."""
-    if verdict.get("kind", "steps") == "block_means":
-        at = verdict.get("at_block")
-        return verdict.get("blocks", 0), None if at is None else f"block {at}"
-    at = verdict.get("at_step")
-    return verdict.get("steps", 0), None if at is None else f"step {at}"
+def _parity_where(verdict: Verdict) -> str | None:
+    """Where the deviation of a verdict of either kind is largest ('step 3', 'block 0')."""
+    if verdict.at is None:
+        return None
+    return f"block {verdict.at}" if verdict.kind == "block_means" else f"step {verdict.at}"
 
 
 PARITY_KINDS = {"steps": "first steps", "block_means": "block means"}
 
 
-def parity_cells(summary: dict[str, Any]) -> list[list[Any]]:
+def parity_cells(summary: Summary) -> list[list[Any]]:
     """One row per numerical-parity verdict: precision, engines, kind, compared, largest deviation, where, tolerance, (verdict, reason)."""
-    cells = []
-    for v in summary.get("numerical_parity") or []:
-        compared, where = _parity_where(v)
-        kind = v.get("kind", "steps")
-        cells.append([v["precision"], v["engines"], PARITY_KINDS.get(kind, kind), compared, v.get("max_rel_dev"), where,
-                      v.get("tolerance") or None, (v["verdict"], v.get("reason"))])
-    return cells
+    return [[v.precision, list(v.engines), PARITY_KINDS.get(v.kind, v.kind), v.compared, v.max_rel_dev, _parity_where(v),
+             v.tolerance or None, (v.verdict, v.reason)] for v in summary.numerical_parity or ()]
 
 
 def numerical_parity(data: ReportData) -> Table:
@@ -236,8 +232,8 @@ def numerical_parity(data: ReportData) -> Table:
 def parity(data: ReportData) -> Table:
     cells = []
     for run in data.runs:
-        for m in (run.record.get("parity") or {}).get("mismatches", []):
-            cells.append([run.run_id, m["field"], str(m["expected"]), str(m["actual"]), m.get("against", "spec")])
+        for m in run.record.parity.mismatches:
+            cells.append([run.run_id, m.field, str(m.expected), str(m.actual), m.against])
     notes = [] if cells else ["Every checked run matched its spec and the other engines."]
     return Table("parity", "Parity findings", columns("run", "field", "expected", "actual", "against"), cells, notes)
 

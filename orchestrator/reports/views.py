@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from orchestrator.reports.formats import INTERVAL_LABELS, Format, Span, plural, span_of, text
 from orchestrator.reports.model import Column, Table
@@ -85,11 +85,24 @@ def devices_label(text: str) -> str:
     return plural(int(text), "device") if text.isdigit() else f"devices {text}"
 
 
-def group_label(row: dict[str, Any]) -> str:
+class Cell(Protocol):
+    """A summary row of one group (GroupRow, RunRow) as a label reads it."""
+
+    @property
+    def engine(self) -> str: ...
+    @property
+    def precision(self) -> str: ...
+    @property
+    def path(self) -> str | None: ...
+    @property
+    def devices(self) -> int | None: ...
+
+
+def group_label(row: Cell) -> str:
     """A group as a short label: 'jax tf32', with the path and devices when not the usual optimized on one device."""
-    extra = [] if row.get("path") in (None, "optimized") else [str(row["path"])]
-    extra += [] if row.get("devices") in (None, 1) else [f"x{row['devices']}"]
-    return " ".join([str(row["engine"]), str(row["precision"]), *extra])
+    extra = [] if row.path in (None, "optimized") else [str(row.path)]
+    extra += [] if row.devices in (None, 1) else [f"x{row.devices}"]
+    return " ".join([str(row.engine), str(row.precision), *extra])
 
 
 def grouped_notes(pairs: Iterable[tuple[str, str | None]], noun: str, listed: int = 3) -> list[str]:

@@ -7,19 +7,21 @@ artifact runs its missing runs through ``execute`` again, so there is one way a 
 from __future__ import annotations
 
 import signal
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from bench_engine.contract import EngineResult, RunSpec
 from orchestrator.data import PreparedSplit
 from orchestrator.engines.registry import EngineInfo
 from orchestrator.jsonio import write_json
 from orchestrator.judge.parity import check_against_spec
+from orchestrator.judge.record import STATUSES, ParityVerdict, describe_mismatches
 from orchestrator.judge.result_read import REJECTED_RESULT, read_result
 from orchestrator.runtimes import Execution, RunPaths, Runtime
 
-__all__ = ["REJECTED_RESULT", "Attempt", "RunMonitor", "judge", "run_attempt"]
+__all__ = ["REJECTED_RESULT", "Attempt", "Judgement", "RunMonitor", "describe_mismatches", "judge", "run_attempt"]
 
 
 class RunMonitor(Protocol):
@@ -32,16 +34,36 @@ class RunMonitor(Protocol):
 
 
 @dataclass(frozen=True)
-class Attempt:
-    """What one execution of a spec gave: the spec, how the process ended, and the verdict on its result."""
+class Judgement:
+    """The verdict on one finished execution: status, why, the engine's result (when it is kept) and parity."""
 
-    spec: dict[str, Any]
-    execution: Execution
     status: str
-    reason: str | None
-    result: dict[str, Any] | None
-    parity: dict[str, Any]
-    observed: dict[str, Any]
+    reason: str | None = None
+    result: EngineResult | None = None
+    parity: ParityVerdict = field(default_factory=ParityVerdict)
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES or self.status == "skipped":
+            raise ValueError(f"an attempt cannot end {self.status!r}")
+        if self.status == "ok" and (self.result is None or not self.parity.ok or self.reason is not None):
+            raise ValueError("an ok attempt has a result that passed parity, and no reason")
+
+    @property
+    def throughput(self) -> float | None:
+        """The steady-state throughput the engine counted (None without measurements)."""
+        measurements = self.result.measurements if self.result is not None else None
+        value = measurements.steady.get("throughput") if measurements is not None else None
+        return float(value) if value else None
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """What one execution of a spec gave: the spec, how the process ended, the verdict, what the monitors saw."""
+
+    spec: RunSpec
+    execution: Execution
+    judgement: Judgement
+    observed: Mapping[str, Any]  # monitor name -> what it observed (the record's telemetry block)
 
 
 def run_paths(run_dir: Path, dataset: Path) -> RunPaths:
@@ -50,28 +72,19 @@ def run_paths(run_dir: Path, dataset: Path) -> RunPaths:
 
 
 def run_attempt(run_dir: Path, split: PreparedSplit, runtime: Runtime, engine: EngineInfo, settings: dict[str, Any],
-                make_spec: Callable[[str], dict[str, Any]], on_line: Callable[[str], None],
+                make_spec: Callable[[str], RunSpec], on_line: Callable[[str], None],
                 monitors: Sequence[RunMonitor] = ()) -> Attempt:
     """Write ``make_spec(dataset path as the runtime mounts it)`` into ``run_dir``, execute it, judge it."""
     paths = run_paths(run_dir, split.path)
     spec = make_spec(runtime.dataset_path(paths))
-    write_json(paths.spec, spec, "run-spec")
+    write_json(paths.spec, spec.to_json(), "run-spec")
     for monitor in monitors:
         monitor.start(run_dir, settings)
     try:
-        execution = runtime.execute(engine, paths, settings, spec["measurement"]["timeout_s"], on_line)
+        execution = runtime.execute(engine, paths, settings, spec.measurement.timeout_s, on_line)
     finally:
         observed = {monitor.name: monitor.stop() for monitor in monitors}
-    status, reason, result, parity = judge(spec, execution, paths.result)
-    return Attempt(spec, execution, status, reason, result, parity, observed)
-
-
-def describe_mismatches(mismatches: list[dict[str, Any]]) -> str:
-    """The first three parity mismatches in words, and how many more."""
-    parts = [f"{m['field']} expected {m['expected']!r} got {m['actual']!r}" + (f" vs {m['against']}" if m.get("against", "spec") != "spec" else "")
-             for m in mismatches[:3]]
-    more = f" (+{len(mismatches) - 3} more)" if len(mismatches) > 3 else ""
-    return "parity: " + "; ".join(parts) + more
+    return Attempt(spec, execution, judge(spec, execution, paths.result), observed)
 
 
 def _ended(code: int | None) -> str:
@@ -86,43 +99,39 @@ def _ended(code: int | None) -> str:
     return f"engine exited with code {code}"
 
 
-NO_PARITY: dict[str, Any] = {"checked": False, "ok": False, "mismatches": []}
-
-
-def judge(spec: dict[str, Any], execution: Execution, result_path: Path) -> tuple[str, str | None, dict[str, Any] | None, dict[str, Any]]:
-    """(status, reason, result or None, parity verdict) of one finished execution. Whatever the engine
-    wrote, judging never raises: a failure while judging makes this run ``invalid`` with the reason."""
+def judge(spec: RunSpec, execution: Execution, result_path: Path) -> Judgement:
+    """The verdict on one finished execution. Whatever the engine wrote, judging never raises: a failure
+    while judging makes this run ``invalid`` with the reason."""
     try:
         return _judge(spec, execution, result_path)
     except Exception as exc:  # one hostile result must not end the scenario
-        return "invalid", f"engine result could not be judged: {exc.__class__.__name__}: {str(exc)[:200]}", None, dict(NO_PARITY)
+        return Judgement("invalid", f"engine result could not be judged: {exc.__class__.__name__}: {str(exc)[:200]}")
 
 
-def _judge(spec: dict[str, Any], execution: Execution, result_path: Path) -> tuple[str, str | None, dict[str, Any] | None, dict[str, Any]]:
-    no_parity = dict(NO_PARITY, mismatches=[])
+def _judge(spec: RunSpec, execution: Execution, result_path: Path) -> Judgement:
     result, reason = read_result(result_path)
     if reason is not None:
         if execution.outcome in ("timeout", "interrupted"):
-            return execution.outcome, execution.detail, None, no_parity
-        return "invalid", reason, None, no_parity
+            return Judgement(execution.outcome, execution.detail)
+        return Judgement("invalid", reason)
     if execution.outcome in ("timeout", "interrupted"):
-        return execution.outcome, execution.detail, result, no_parity
+        return Judgement(execution.outcome, execution.detail, result)
     if execution.outcome == "error":
-        return "failed", execution.detail, None, no_parity
+        return Judgement("failed", execution.detail)
     if result is None:
-        return "failed", f"{_ended(execution.exit_code)} and wrote no result file", None, no_parity
-    if result["status"] == "failed":
-        failure = result["failure"]
-        status = "interrupted" if failure["kind"] == "interrupted" else "failed"
-        return status, f"{failure['kind']}: {failure['message']}", result, no_parity
+        return Judgement("failed", f"{_ended(execution.exit_code)} and wrote no result file")
+    if result.status == "failed":
+        failure = result.failure or {}
+        status = "interrupted" if failure.get("kind") == "interrupted" else "failed"
+        return Judgement(status, f"{failure.get('kind')}: {failure.get('message')}", result)
     if execution.exit_code != 0:
-        return "failed", f"engine exited with code {execution.exit_code} although its result says ok", result, no_parity
-    if result["engine"] != spec["engine"] or result["run_id"] != spec["run_id"]:
-        return "invalid", f"result is for {result['engine']}/{result['run_id']}, not this run", result, no_parity
-    mismatches = check_against_spec(spec, result, result["environment"].get("device_kind"))
-    parity = {"checked": True, "ok": not mismatches, "mismatches": mismatches}
-    if mismatches:
-        return "invalid", describe_mismatches(mismatches), result, parity
-    if not result["measurements"]["steady"]["throughput"]:
-        return "invalid", "no steady-state steps were measured", result, parity
-    return "ok", None, result, parity
+        return Judgement("failed", f"engine exited with code {execution.exit_code} although its result says ok", result)
+    if result.engine != spec.engine or result.run_id != spec.run_id:
+        return Judgement("invalid", f"result is for {result.engine}/{result.run_id}, not this run", result)
+    parity = ParityVerdict.of(check_against_spec(spec, result))
+    if parity.mismatches:
+        return Judgement("invalid", describe_mismatches(parity.mismatches), result, parity)
+    judged = Judgement("ok", None, result, parity)
+    if not judged.throughput:
+        return Judgement("invalid", "no steady-state steps were measured", result, parity)
+    return judged

@@ -14,15 +14,16 @@ from __future__ import annotations
 import copy
 import dataclasses
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
+from bench_engine.contract import RunSpec
 from orchestrator import signals
 from orchestrator.artifacts import Artifact
 from orchestrator.data import PreparedSplit
 from orchestrator.engines.registry import get_engine
 from orchestrator.jsonio import write_json
 from orchestrator.run.attempt import run_attempt
-from orchestrator.runtimes import Runtime
+from orchestrator.run.runtime_choice import ChosenRuntime
 from orchestrator.scenario import RunPlan, Scenario
 from orchestrator.scenario.matrix import build_spec
 
@@ -33,13 +34,23 @@ MAXBATCH_DIR = "maxbatch"
 Probe = Callable[[int], str]
 
 
-def search(probe: Probe, start: int, limit: int, granularity: int) -> tuple[int, list[dict[str, Any]], str | None]:
+class ProbeOutcome(NamedTuple):
+    """One probe of the search: the batch tried and how it went ('fits', 'oom', 'error: ...')."""
+
+    batch: int
+    outcome: str
+
+    def to_json(self) -> dict[str, int | str]:
+        return {"batch": self.batch, "outcome": self.outcome}
+
+
+def search(probe: Probe, start: int, limit: int, granularity: int) -> tuple[int, list[ProbeOutcome], str | None]:
     """(maximal batch that fits, probes made, error) — grow by doubling, then bisect."""
-    probes: list[dict[str, Any]] = []
+    probes: list[ProbeOutcome] = []
 
     def attempt(batch: int) -> str:
         outcome = probe(batch)
-        probes.append({"batch": batch, "outcome": outcome})
+        probes.append(ProbeOutcome(batch, outcome))
         return outcome
 
     fits, fails = 0, None
@@ -68,7 +79,7 @@ def search(probe: Probe, start: int, limit: int, granularity: int) -> tuple[int,
         else:
             fits = middle
     if fits == 0:
-        return 0, probes, f"error: even batch {probes[-1]['batch']} does not fit"
+        return 0, probes, f"error: even batch {probes[-1].batch} does not fit"
     return fits, probes, None
 
 
@@ -91,7 +102,7 @@ def _probe_scenario(scenario: Scenario, steps: int) -> Scenario:
 
 
 def resolve_max_batch(artifact: Artifact, scenario: Scenario, plans: list[RunPlan], split: PreparedSplit,
-                      runtimes: dict[str, tuple[Runtime, dict[str, Any]]], device: str, reporter: Any) -> list[RunPlan]:
+                      runtimes: dict[str, ChosenRuntime], device: str, reporter: Any) -> list[RunPlan]:
     """Replace each plan's batch by ``fraction`` x its engine/precision/path/devices maximal batch."""
     config = scenario.workload["batch"].get("max_search")
     if not config:
@@ -117,9 +128,9 @@ def resolve_max_batch(artifact: Artifact, scenario: Scenario, plans: list[RunPla
 
 
 def _search_one(artifact: Artifact, scenario: Scenario, plan: RunPlan, split: PreparedSplit,
-                runtimes: dict[str, tuple[Runtime, dict[str, Any]]], device: str, reporter: Any,
+                runtimes: dict[str, ChosenRuntime], device: str, reporter: Any,
                 fraction: float, start: int, granularity: int, probe_steps: int, limit: int) -> int | None:
-    runtime, settings = runtimes[plan.engine]
+    runtime, settings = runtimes[plan.engine].runtime, runtimes[plan.engine].settings
     engine = get_engine(plan.engine)
     folder = artifact.root / MAXBATCH_DIR / f"{plan.engine}-{plan.precision}-{plan.path}-d{plan.devices}"
     capacity = split.samples // plan.devices
@@ -134,17 +145,16 @@ def _search_one(artifact: Artifact, scenario: Scenario, plan: RunPlan, split: Pr
         run_dir.mkdir(parents=True, exist_ok=True)
         reporter.note(f"max batch {plan.engine} {plan.precision}: probing batch {batch}")
 
-        def probe_spec(dataset_path: str) -> dict[str, Any]:
+        def probe_spec(dataset_path: str) -> RunSpec:
             spec = build_spec(_probe_scenario(scenario, steps), probe_plan, split, dataset_path, device)
-            return {**spec, "run_id": f"probe-{plan.engine}-{plan.precision}-b{batch}"}
+            return dataclasses.replace(spec, run_id=f"probe-{plan.engine}-{plan.precision}-b{batch}")
 
-        done = run_attempt(run_dir, split, runtime, engine, settings, probe_spec, reporter.engine_line)
-        status, reason, result = done.status, done.reason, done.result
-        if status == "ok":
+        verdict = run_attempt(run_dir, split, runtime, engine, settings, probe_spec, reporter.engine_line).judgement
+        if verdict.status == "ok":
             return "fits"
-        if result and (result.get("failure") or {}).get("kind") == "oom":
+        if verdict.result is not None and (verdict.result.failure or {}).get("kind") == "oom":
             return "oom"
-        return f"error: {status}: {reason}"
+        return f"error: {verdict.status}: {verdict.reason}"
 
     max_batch, probes, error = search(probe, start, cap, granularity)
     batch = None if error else chosen_batch(max_batch, fraction, granularity)
@@ -152,7 +162,7 @@ def _search_one(artifact: Artifact, scenario: Scenario, plan: RunPlan, split: Pr
         "schema_version": 1, "engine": plan.engine, "precision": plan.precision, "path": plan.path, "devices": plan.devices,
         "start": start, "limit": limit, "granularity": granularity, "fraction": fraction,
         "capped_by": "dataset" if capacity < limit and max_batch == capacity else ("limit" if max_batch == limit else None),
-        "probes": probes, "max_batch": max_batch if not error else None, "chosen_batch": batch, "error": error,
+        "probes": [p.to_json() for p in probes], "max_batch": max_batch if not error else None, "chosen_batch": batch, "error": error,
     }
     write_json(folder / SEARCH_FILE, record, "maxbatch")
     reporter.note(f"max batch {plan.engine} {plan.precision}: {max_batch if not error else error}; runs use {batch}")

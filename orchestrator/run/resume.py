@@ -23,19 +23,24 @@ import dataclasses
 import json
 import shutil
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from bench_engine.contract import EngineResult, RunSpec
 from orchestrator.artifacts import Artifact, open_artifact, seal, write_manifest
 from orchestrator.artifacts.layout import MANIFEST, RUN_ID, RUNS, SCENARIO, SCHEMA_OF, SUMMARY
 from orchestrator.engines.registry import discover
 from orchestrator.errors import BadInput
+from orchestrator.judge.record import RunRecord
+from orchestrator.run.finish import Outcome, Reporter
 from orchestrator.run.maxbatch import MAXBATCH_DIR, SEARCH_FILE, resolve_max_batch
 from orchestrator.scenario import RunPlan, Scenario, expand, load_scenario
 from orchestrator.schemas import SchemaError, validate
 
 ATTEMPTS = "attempts"
+T = TypeVar("T")
 
 
 @dataclass
@@ -44,9 +49,9 @@ class RunState:
 
     plan: RunPlan
     folder: Path
-    record: dict[str, Any] | None
-    result: dict[str, Any] | None
-    spec: dict[str, Any] | None
+    record: RunRecord | None
+    result: EngineResult | None
+    spec: RunSpec | None
     keep: bool
     why: str  # why it is kept / run again
 
@@ -75,6 +80,7 @@ class ResumePlan:
 
 
 def _read_json(path: Path, schema: str) -> dict[str, Any] | None:
+    """The file's document when it matches ``schema`` (else None): the file boundary of every read below."""
     try:
         document = json.loads(path.read_text())
         validate(document, schema)
@@ -83,12 +89,21 @@ def _read_json(path: Path, schema: str) -> dict[str, Any] | None:
     return document
 
 
-def _plan_of(folder: Path, record: dict[str, Any] | None, spec: dict[str, Any] | None) -> RunPlan | None:
+def _read(path: Path, schema: str, kind: Callable[[Any], T]) -> T | None:
+    """The file as ``kind`` (RunRecord, RunSpec, EngineResult) when it matches ``schema``, else None."""
+    document = _read_json(path, schema)
+    try:
+        return kind(document) if document is not None else None
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _plan_of(folder: Path, record: RunRecord | None, spec: RunSpec | None) -> RunPlan | None:
     if record is not None:
-        return RunPlan(record["engine"], record["precision"], record["path"], record["batch_per_device"], record["devices"], record["repeat"])
+        return RunPlan(record.engine, record.precision, record.path, record.batch_per_device, record.devices, record.repeat)
     if spec is not None:
-        parity = spec["parity"]
-        return RunPlan(spec["engine"], parity["precision"], spec["path"], parity["batch"]["per_device"], parity["devices"], spec["repeat"])
+        parity = spec.parity
+        return RunPlan(spec.engine, parity.precision, spec.path, parity.batch.per_device, parity.devices, spec.repeat)
     match = RUN_ID.match(folder.name)
     if match is None:
         return None
@@ -127,10 +142,6 @@ def _load_scenario(artifact: Artifact, smoke: bool) -> Scenario:
     return Scenario(document=loaded.document, source=path, smoke=smoke)
 
 
-def _read_summary(artifact: Artifact) -> dict[str, Any]:
-    return _read_json(artifact.root / SUMMARY, "summary") or {}
-
-
 def _searched_batches(artifact: Artifact) -> dict[tuple[str, str, str, int], int | None]:
     """(engine, precision, path, devices) -> chosen batch (None: the search failed) of every finished search."""
     found: dict[tuple[str, str, str, int], int | None] = {}
@@ -161,10 +172,10 @@ def expected_plans(artifact: Artifact, scenario: Scenario) -> tuple[list[RunPlan
     return known, unsearched
 
 
-def _state(run_dir: Path, plan: RunPlan, spec: dict[str, Any] | None, sealed: set[str]) -> RunState:
+def _state(run_dir: Path, plan: RunPlan, spec: RunSpec | None, sealed: set[str]) -> RunState:
     """What resume does with the run of ``run_dir`` (which may not exist); ``sealed``: the files the
     manifest lists (a run is kept only on files bench sealed, never on what an interrupted run left)."""
-    record = _read_json(run_dir / "run.json", "run-record") if run_dir.is_dir() else None
+    record = _read(run_dir / "run.json", "run-record", RunRecord.from_json) if run_dir.is_dir() else None
     result = None
     rel = f"{RUNS}/{run_dir.name}"
     if run_dir.is_dir() and record is not None and f"{rel}/run.json" not in sealed:
@@ -173,15 +184,15 @@ def _state(run_dir: Path, plan: RunPlan, spec: dict[str, Any] | None, sealed: se
         keep, why = bool(plan.skip_reason), f"skipped: {plan.skip_reason}" if plan.skip_reason else "never started"
     elif record is None:
         keep, why = False, "no run record"
-    elif record["status"] == "ok":
-        result = _read_json(run_dir / "result.json", "engine-result")
+    elif record.status == "ok":
+        result = _read(run_dir / "result.json", "engine-result", EngineResult.from_json)
         keep, why = (True, "ok") if result is not None else (False, "recorded ok but its result is missing or invalid")
         if result is not None and f"{rel}/result.json" not in sealed:
             keep, why = False, "recorded ok but its result was never sealed in the manifest (not adopted)"
-    elif record["status"] == "skipped" and plan.skip_reason:
+    elif record.status == "skipped" and plan.skip_reason:
         keep, why = True, f"skipped: {plan.skip_reason}"
     else:
-        keep, why = False, f"{record['status']}" + (f": {record['reason']}" if record.get("reason") else "")
+        keep, why = False, record.status + (f": {record.reason}" if record.reason else "")
     return RunState(plan, run_dir, record, result, spec, keep, why)
 
 
@@ -191,19 +202,19 @@ def plan_resume(folder: Path, runtime: str | None = None, device: str | None = N
     manifest = _read_json(artifact.root / MANIFEST, "manifest") or {}
     sealed = {item["path"] for item in manifest.get("files") or []}
     run_dirs = artifact.run_dirs()
-    specs = {d: _read_json(d / "spec.json", "run-spec") for d in run_dirs}
+    specs = {d: _read(d / "spec.json", "run-spec", RunSpec.from_json) for d in run_dirs}
     any_spec = next((s for s in specs.values() if s), None)
     if any_spec is not None:
-        smoke, recorded_device = bool(any_spec.get("smoke")), any_spec.get("device", "auto")
+        smoke, recorded_device = any_spec.smoke, any_spec.device
     else:
-        summary = _read_summary(artifact)
+        summary = _read_json(artifact.root / SUMMARY, "summary") or {}
         smoke, recorded_device = bool(summary.get("smoke")), "auto"
     scenario = _load_scenario(artifact, smoke)
     known, unsearched = expected_plans(artifact, scenario)
     runs: list[RunState] = []
     seen: set[str] = set()
     for run_dir in run_dirs:
-        plan = _plan_of(run_dir, _read_json(run_dir / "run.json", "run-record"), specs[run_dir])
+        plan = _plan_of(run_dir, _read(run_dir / "run.json", "run-record", RunRecord.from_json), specs[run_dir])
         if plan is None:
             raise BadInput(f"{run_dir}: neither a run record nor a spec, and '{run_dir.name}' is not a run id")
         expected = next((p for p in known if p.run_id == plan.run_id), None)
@@ -215,7 +226,7 @@ def plan_resume(folder: Path, runtime: str | None = None, device: str | None = N
             runs.append(_state(artifact.run_dir(plan.run_id), plan, None, sealed))
     runs.sort(key=lambda r: _order(scenario, r.plan))
     if runtime is None:
-        used = Counter(r.record["runtime"]["name"] for r in runs if r.record and r.record["runtime"].get("name") not in (None, "none"))
+        used = Counter(r.record.runtime["name"] for r in runs if r.record and r.record.runtime.get("name") not in (None, "none"))
         runtime = used.most_common(1)[0][0] if used else "auto"
     if not runs and not unsearched:
         raise BadInput(f"{folder}: the artifact's scenario has no runs")
@@ -261,7 +272,7 @@ def move_aside(artifact: Artifact, folder: Path, name: str, sealed: set[str] | N
     return target
 
 
-def resume(plan: ResumePlan, settings: dict[str, Any], reporter: Any, forced: bool = False):
+def resume(plan: ResumePlan, settings: dict[str, Any], reporter: Reporter, forced: bool = False) -> Outcome:
     """Run ``plan.to_run`` into the artifact, keeping the valid runs; returns the executor's Outcome.
     The seals start from the manifest (checked by the caller), or from the files as they are when
     ``forced`` (a resume forced over integrity problems, recorded in integrity.json)."""
@@ -274,7 +285,7 @@ def resume(plan: ResumePlan, settings: dict[str, Any], reporter: Any, forced: bo
     options = RunOptions(runtime=plan.runtime, device=plan.device, out_root=artifact.root.parent.parent, settings=settings)
     gpus, runtimes = prepare_runtimes(scenario, engines, options, reporter)
     split = prepare_dataset(scenario)
-    recorded = {r.spec["parity"]["dataset"]["sha256"] for r in plan.runs if r.spec}
+    recorded = {r.spec.parity.dataset.sha256 for r in plan.runs if r.spec}
     if recorded and recorded != {split.sha256}:
         raise BadInput(f"{artifact.root}: the dataset changed since the artifact was made "
                        f"(sha256 {split.sha256[:12]} now, {', '.join(sorted(s[:12] for s in recorded))} then); start a new run")

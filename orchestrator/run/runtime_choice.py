@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
+
+from orchestrator.runtimes import Runtime
 
 PLACEHOLDER = "ENGINE"  # an engine's name in a reason shared by several engines
 
@@ -20,6 +23,14 @@ class RuntimeChoice:
     engine: str
     runtime: str
     why: str
+
+
+@dataclass(frozen=True)
+class ChosenRuntime:
+    """The runtime an engine runs on and its checked settings (what the runtime's ``check`` found included)."""
+
+    runtime: Runtime
+    settings: dict[str, Any]  # the runtime's own settings, handed to it as they are
 
 
 def without_suggestion(text: str, runtime: str) -> str:

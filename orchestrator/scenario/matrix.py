@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from bench_engine.contract import Batch, DatasetRef, Geometry, MeasurementPlan, Parity, RunSpec
 from bench_engine.schedule import steps_per_epoch
 from orchestrator.data import PreparedSplit
 from orchestrator.engines.refusals import PlanFacts
@@ -90,7 +92,7 @@ def check_refusals(scenario: Scenario, plans: list[RunPlan]) -> None:
             raise BadInput(f"{scenario.source}: {reason}")
 
 
-def optimizer_block(optimizer: dict[str, Any]) -> dict[str, Any]:
+def optimizer_block(optimizer: Mapping[str, Any]) -> dict[str, Any]:
     """The spec's optimizer: every hyper-parameter of the named optimizer, defaults filled in."""
     if optimizer["name"] == "adam":
         return {"name": "adam", "lr": optimizer["lr"], "betas": list(optimizer.get("betas", ADAM_BETAS)),
@@ -100,70 +102,58 @@ def optimizer_block(optimizer: dict[str, Any]) -> dict[str, Any]:
 
 
 def build_spec(scenario: Scenario, plan: RunPlan, split: PreparedSplit, dataset_path: str, device: str,
-               init: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The run-spec document for one plan (validated by the caller before it is written).
+               init: Mapping[str, Any] | None = None) -> RunSpec:
+    """The run spec of one plan (schema-checked by the caller before it is written).
 
     ``init``: the spec's ``parity.init`` block (orchestrator.model.initweights.shared_init); None: framework.
     """
     workload = scenario.workload
-    drop_last = workload["batch"].get("drop_last", True)
-    global_batch = plan.batch * plan.devices
+    model = workload["model"]
+    return RunSpec(
+        schema_version=1, run_id=plan.run_id, scenario=scenario.name, engine=plan.engine, path=plan.path, device=device,
+        smoke=scenario.smoke, repeat=plan.repeat, parity=_parity(scenario, plan, split, dataset_path, init),
+        measurement=_measurement(scenario), engine_options=dict(scenario.engine_block(plan.engine).get("options") or {}),
+        expected_parameters=trainable_parameters(model["arch"], model["num_classes"], workload["input"]["channels"]),
+    )
+
+
+def _schedule(workload: Mapping[str, Any], global_batch: int, samples: int) -> tuple[int, int]:
+    """(epochs, steps per epoch) of the workload at ``global_batch``; BadInput when no step is left to measure."""
     if "steps" in workload:
         epochs, per_epoch = 1, workload["steps"]
     else:
-        epochs, per_epoch = workload["epochs"], steps_per_epoch(split.samples, global_batch, drop_last)
+        epochs, per_epoch = workload["epochs"], steps_per_epoch(samples, global_batch, workload["batch"].get("drop_last", True))
     if per_epoch < 1:
-        raise BadInput(f"workload.batch.size: global batch {global_batch} leaves no full step in {split.samples} samples")
+        raise BadInput(f"workload.batch.size: global batch {global_batch} leaves no full step in {samples} samples")
     total = epochs * per_epoch
     if workload["warmup_steps"] >= total:
         raise BadInput(f"workload.warmup_steps: {workload['warmup_steps']} warmup steps leave none of the {total} steps to measure")
-    optimizer = workload["optimizer"]
+    return epochs, per_epoch
+
+
+def _parity(scenario: Scenario, plan: RunPlan, split: PreparedSplit, dataset_path: str, init: Mapping[str, Any] | None) -> Parity:
+    """The spec's parity block: what every engine of the comparison does alike."""
+    workload = scenario.workload
+    global_batch = plan.batch * plan.devices
+    epochs, per_epoch = _schedule(workload, global_batch, split.samples)
+    return Parity(
+        mode=workload["mode"], arch=workload["model"]["arch"], num_classes=workload["model"]["num_classes"],
+        input=Geometry(workload["input"]["height"], workload["input"]["width"], workload["input"]["channels"]),
+        dataset=DatasetRef(split.name, dataset_path, split.sha256, split.samples, split.split, split.synthetic),
+        batch=Batch(plan.batch, global_batch, workload["batch"].get("drop_last", True)),
+        devices=plan.devices, epochs=epochs, steps_per_epoch=per_epoch, total_steps=epochs * per_epoch,
+        optimizer=optimizer_block(workload["optimizer"]), loss=workload["loss"], precision=plan.precision, seed=workload["seed"],
+        warmup_steps=workload["warmup_steps"], data_placement=workload.get("data_placement", "device"),
+        init=dict(init or {"mode": "framework"}),
+    )
+
+
+def _measurement(scenario: Scenario) -> MeasurementPlan:
+    """The spec's measurement block: the scenario's, defaults filled in."""
     measurement = {**DEFAULT_MEASUREMENT, **scenario.measurement}
-    model = workload["model"]
-    return {
-        "schema_version": 1,
-        "run_id": plan.run_id,
-        "scenario": scenario.name,
-        "engine": plan.engine,
-        "path": plan.path,
-        "device": device,
-        "smoke": scenario.smoke,
-        "repeat": plan.repeat,
-        "parity": {
-            "mode": workload["mode"],
-            "model": {"arch": model["arch"], "num_classes": model["num_classes"]},
-            "input": dict(workload["input"]),
-            "dataset": {
-                "name": split.name,
-                "path": dataset_path,
-                "sha256": split.sha256,
-                "samples": split.samples,
-                "split": split.split,
-                "synthetic": split.synthetic,
-            },
-            "batch": {"per_device": plan.batch, "global": global_batch, "drop_last": drop_last},
-            "devices": plan.devices,
-            "epochs": epochs,
-            "steps_per_epoch": per_epoch,
-            "total_steps": total,
-            "optimizer": optimizer_block(optimizer),
-            "init": dict(init or {"mode": "framework"}),
-            "loss": workload["loss"],
-            "precision": plan.precision,
-            "seed": workload["seed"],
-            "warmup_steps": workload["warmup_steps"],
-            "data_placement": workload.get("data_placement", "device"),
-        },
-        "measurement": {
-            "window_steps": measurement["window_steps"],
-            "timeout_s": float(measurement["timeout_s"]),
-            "stall_s": float(measurement["stall_s"]),
-            "setup_stall_s": float(measurement["setup_stall_s"]),
-            "max_step_samples": measurement["max_step_samples"],
-        },
-        "engine_options": dict(scenario.engine_block(plan.engine).get("options") or {}),
-        "expected": {"trainable_parameters": trainable_parameters(model["arch"], model["num_classes"], workload["input"]["channels"])},
-    }
+    return MeasurementPlan(window_steps=measurement["window_steps"], timeout_s=float(measurement["timeout_s"]),
+                           max_step_samples=measurement["max_step_samples"], stall_s=float(measurement["stall_s"]),
+                           setup_stall_s=float(measurement["setup_stall_s"]))
 
 
 def check_plans(scenario: Scenario, plans: list[RunPlan], split: PreparedSplit, device: str, before_search: bool = False) -> None:
@@ -181,7 +171,7 @@ def check_plans(scenario: Scenario, plans: list[RunPlan], split: PreparedSplit, 
         if plan.skip_reason:
             continue
         try:
-            validate(build_spec(scenario, plan, split, str(split.path), device, init), "run-spec")
+            validate(build_spec(scenario, plan, split, str(split.path), device, init).to_json(), "run-spec")
         except BadInput as exc:
             raise BadInput(f"run {plan.run_id}: {exc}") from None
         except SchemaError as exc:

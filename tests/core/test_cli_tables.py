@@ -71,9 +71,11 @@ def test_env_engines() -> None:
 
 
 def test_environment_diff() -> None:
-    env = {"same": False, "engines": ["pytorch"], "differences": [
-        {"scope": "pytorch", "key": "runtime.image_id", "a": IMAGE, "b": None},
-        {"scope": "artifact", "key": "host.cpu_model", "a": "AMD EPYC 9654 96-Core Processor with a very long marketing name", "b": "Intel"}]}
+    from orchestrator.judge.environment_diff import Difference, EnvironmentDiff
+
+    env = EnvironmentDiff(("pytorch",), (
+        Difference("pytorch", "runtime.image_id", IMAGE, None),
+        Difference("artifact", "host.cpu_model", "AMD EPYC 9654 96-Core Processor with a very long marketing name", "Intel")))
     fits(render(environment_table(env, False)), ["pytorch", "runtime.image_id"], ["artifact", "host.cpu_model"])
 
 

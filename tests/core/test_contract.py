@@ -12,8 +12,14 @@ import pytest
 from bench_engine.api import Engine, StepBatch, Workload
 from bench_engine.contract import EngineResult, ResultMeasurements, RunSpec, Window, thin
 from bench_engine.main import execute
-from orchestrator.judge.parity import expected_samples
+from orchestrator.judge import parity
 from orchestrator.schemas import validate
+
+
+def expected_samples(doc: dict[str, Any]) -> int:
+    """What the orchestrator's parity check expects of the spec document ``doc``."""
+    return parity.expected_samples(RunSpec.from_json(doc))
+
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "example-run-spec.json"
 

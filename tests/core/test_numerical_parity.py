@@ -11,7 +11,6 @@ import pytest
 
 from orchestrator.errors import BadInput
 from orchestrator.judge.stats import sample_summary
-from orchestrator.judge.summary import summarize
 from orchestrator.judge.trajectory import (
     BLOCK_MEAN_TOLERANCE,
     TrajectoryRun,
@@ -23,6 +22,7 @@ from orchestrator.judge.trajectory import (
 from orchestrator.model.initweights import canonical_sha256, generate, resnet50_tensors, write_init
 from orchestrator.model.layers import trainable_parameters
 from tests.conftest import load_schema
+from tests.typed_docs import summarize_docs as summarize
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "images" / "common"))
 from bench_engine import initweights as engine_side
@@ -159,9 +159,9 @@ def test_block_means_give_a_verdict_where_per_step_losses_are_missing() -> None:
 
 def test_fewer_than_five_repeats_give_a_range_not_a_ci() -> None:
     few = sample_summary([10.0, 11.0, 12.0])
-    assert few["ci95"] is None and few["interval"] == {"kind": "range", "low": 10.0, "high": 12.0}
+    assert few.ci95 is None and few.interval.to_json() == {"kind": "range", "low": 10.0, "high": 12.0}
     many = sample_summary([10.0, 11.0, 12.0, 10.5, 11.5])
-    assert many["interval"]["kind"] == "ci95" and many["ci95"] is not None
+    assert many.interval.kind == "ci95" and many.ci95 is not None
 
 
 def test_ratios_are_one_direction_against_the_reference() -> None:

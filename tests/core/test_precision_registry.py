@@ -90,7 +90,7 @@ def test_parity_derives_from_the_registry(monkeypatch: pytest.MonkeyPatch) -> No
               "tf32_matmul": False, "tf32_conv": False, "loss_scaling": False}
     assert parity._precision_policy("fp32", policy, "cuda") == []
     monkeypatch.setattr(parity, "PRECISIONS", {**PRECISIONS, "fp32": dataclasses.replace(PRECISIONS["fp32"], tf32=True)})
-    assert [m["field"] for m in parity._precision_policy("fp32", policy, "cuda")] == ["precision.tf32_matmul",
+    assert [m.field for m in parity._precision_policy("fp32", policy, "cuda")] == ["precision.tf32_matmul",
                                                                                       "precision.tf32_conv"]
 
 

@@ -14,6 +14,7 @@ from orchestrator.cli.reporter import RichReporter
 from orchestrator.run.runlength import cpu_run_warning, matrix_length, runs_on_cpu
 from orchestrator.scenario import RunPlan, expand, load_scenario
 from tests.core.cli_helpers import FAKE_SCENARIO, run_cli
+from tests.typed_docs import record_of
 
 SEED = str(Path(__file__).resolve().parents[2] / "scenarios" / "cifar_resnet50.yaml")
 
@@ -86,10 +87,12 @@ def test_plain_progress_lines_show_rate_and_eta(capsys) -> None:
     err = capsys.readouterr().err
     assert "[1/3] jax fp32 optimized b128 x1 #1  timing 0/760\n" in err
     assert "timing 80/760  2.0 steps/s (256.0 samples/s), ETA 5m40s" in err
-    reporter.run_finished({"status": "ok", "throughput": 256.0, "wall_s": 400.0})
+    reporter.run_finished(record_of({"run_id": PLAN.run_id, "engine": "jax", "precision": "fp32", "status": "ok", "throughput": 256.0,
+                                     "wall_s": 400.0}))
     assert "(400.0s; about 13m20s for 2 more runs)" in capsys.readouterr().err
     reporter.run_started(3, 3, PLAN)
-    reporter.run_finished({"status": "ok", "throughput": 256.0, "wall_s": 400.0})
+    reporter.run_finished(record_of({"run_id": PLAN.run_id, "engine": "jax", "precision": "fp32", "status": "ok", "throughput": 256.0,
+                                     "wall_s": 400.0}))
     assert "(400.0s)" in capsys.readouterr().err  # the last run: nothing left
 
 

@@ -146,7 +146,7 @@ def test_steps_per_epoch_drop_last():
 def test_built_spec_is_schema_valid(smoke_split):
     scenario = load_scenario(str(SEED), smoke=True)
     plan = expand(scenario)[0]
-    spec = build_spec(scenario, plan, smoke_split, str(smoke_split.path), "cpu")
+    spec = build_spec(scenario, plan, smoke_split, str(smoke_split.path), "cpu").to_json()
     validate(spec, "run-spec")
     assert spec["parity"]["batch"]["global"] == 32
     assert spec["parity"]["total_steps"] == smoke_split.samples // 32

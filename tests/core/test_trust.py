@@ -11,9 +11,11 @@ from typing import Any
 import pytest
 
 from orchestrator.judge import trust
-from orchestrator.judge.summary import summarize
+from orchestrator.judge.summary_model import GroupRow
 from orchestrator.judge.trust import GroupFacts, RunFacts, group_warnings, run_warnings, warning_lines
 from orchestrator.schemas import validate
+from tests.typed_docs import record_of, result_of
+from tests.typed_docs import summarize_docs as summarize
 
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATE = json.loads((REPO / "tests" / "results" / "fixtures" / "result-template.json").read_text())
@@ -44,7 +46,7 @@ def test_outliers_stay_quiet(times: tuple[float, ...]) -> None:
 def test_outliers_from_the_engine_windows() -> None:
     """Windows of unequal length compare by time per step: 10 steps in 1 s is as fast as 5 in 0.5 s."""
     result = {"measurements": {"windows": [[10, 320, 1.0], [5, 160, 0.5], [10, 320, 1.05], [10, 320, 4.2], [0, 0, 0.0]]}}
-    facts = RunFacts.of({"run_id": "r", "repeat": 1}, result)
+    facts = RunFacts.of(record_of({"run_id": "r", "engine": "e", "precision": "fp32", "repeat": 1}), result_of(result))
     assert facts.step_times == pytest.approx((0.1, 0.1, 0.105, 0.42))
     assert ids(run_warnings(facts)) == ["outliers"]
 
@@ -62,11 +64,12 @@ def test_host_load_stays_quiet(start: float | None, end: float | None, cpus: int
 
 
 def test_host_load_reads_the_run_record() -> None:
-    record = {"run_id": "r", "repeat": 1, "host": {"load_avg": [5.0, 1.0, 1.0], "load_avg_end": [0.5, 1.0, 1.0], "cpu_count": 4}}
-    assert ids(run_warnings(RunFacts.of(record, {"measurements": {}}))) == ["host_load"]
+    record = {"run_id": "r", "engine": "e", "precision": "fp32", "repeat": 1,
+              "host": {"load_avg": [5.0, 1.0, 1.0], "load_avg_end": [0.5, 1.0, 1.0], "cpu_count": 4}}
+    assert ids(run_warnings(RunFacts.of(record_of(record), result_of({})))) == ["host_load"]
     del record["host"]["cpu_count"]  # a record made before cpu_count: the artifact host's count
-    assert ids(run_warnings(RunFacts.of(record, {"measurements": {}}, host_cpus=8))) == []
-    assert ids(run_warnings(RunFacts.of(record, {"measurements": {}}, host_cpus=2))) == ["host_load"]
+    assert ids(run_warnings(RunFacts.of(record_of(record), result_of({}), host_cpus=8))) == []
+    assert ids(run_warnings(RunFacts.of(record_of(record), result_of({}), host_cpus=2))) == ["host_load"]
 
 
 @pytest.mark.parametrize(("steps", "seconds"), [(4, 8.0), (748, 0.4)])  # a smoke run; a fast GPU's 0.4 s
@@ -149,8 +152,9 @@ def test_an_invalid_run_is_not_a_groups_warning() -> None:
 
 
 def test_warning_lines_name_the_groups() -> None:
-    def group(engine: str, warnings: list[str]) -> dict[str, Any]:
-        return {"engine": engine, "precision": "fp32", "path": "optimized", "batch_per_device": 32, "devices": 1, "warnings": warnings}
+    def group(engine: str, warnings: list[str]) -> GroupRow:
+        return GroupRow.from_json({"engine": engine, "precision": "fp32", "path": "optimized", "batch_per_device": 32, "devices": 1,
+                                   "n": 0, "throughput": None, "warnings": warnings})
 
     single = "1 repeat: no spread; use --repeats 3+"
     lines = warning_lines([group("jax", [single, "high spread: 9.0% of the median across 3 repeats"]), group("torch", [single])])

@@ -40,7 +40,7 @@ def bench(*args: str, env: dict[str, str] | None = None, timeout: float = 1800) 
 
 
 def test_real_driver_trains_and_reads_back(opennn_cpu, make_spec, run_engine) -> None:
-    from orchestrator.judge.parity import check_against_spec
+    from tests.parity_docs import check_against_spec
 
     spec = make_spec("opennn", batch=16, steps_per_epoch=3, warmup=1)
     spec["parity"]["optimizer"] = {"name": "adam", "lr": 0.001, "betas": [0.9, 0.999], "eps": 1.1920928955078125e-07, "weight_decay": 0.0}

@@ -53,7 +53,7 @@ def prepared_mismatches(engine: Any, spec: dict[str, Any]) -> list[str]:
     from bench_engine.data import load_dataset
     from bench_engine.harness import Measurements
     from bench_engine.main import _work
-    from orchestrator.judge.parity import check_against_spec, expected_samples
+    from tests.parity_docs import check_against_spec, expected_samples
 
     parity = spec["parity"]
     data = load_dataset(parity["dataset"]["path"], parity["dataset"]["sha256"])

@@ -11,10 +11,10 @@ from typing import Any
 
 import yaml
 
-from orchestrator.judge.parity import check_against_spec, expected_blocks
 from orchestrator.judge.trajectory import BLOCK_MEANS, STEPS, TrajectoryRun, numerical_parity
 from orchestrator.model.initweights import RUN_FILE, write_init
 from tests.engines.readback_helpers import REPO, tiny_dataset, tiny_spec
+from tests.parity_docs import check_against_spec, expected_blocks
 
 STEPS_RUN, BATCH, SIZE, WARMUP, WINDOW = 6, 4, 16, 2, 2  # the cheapest ResNet-50 geometry; blocks: warmup [2], windows [2] [2]
 

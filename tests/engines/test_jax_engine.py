@@ -401,7 +401,7 @@ TRAIN_RUNS = [("fp32-optimized-partial", "fp32", "optimized"), ("bf16-optimized"
 
 @pytest.mark.parametrize(("run", "precision", "path"), TRAIN_RUNS, indirect=["run"])
 def test_train_result_matches_spec(run: Any, precision: str, path: str) -> None:
-    from orchestrator.judge.parity import check_against_spec
+    from tests.parity_docs import check_against_spec
 
     spec, result = _ok(run)
     _check_common(spec, result)
@@ -456,7 +456,7 @@ def test_host_placement(run: Any) -> None:
 
 @pytest.mark.parametrize("run", ["infer"], indirect=True)
 def test_infer_reports_latency(run: Any) -> None:
-    from orchestrator.judge.parity import check_against_spec
+    from tests.parity_docs import check_against_spec
 
     spec, result = _ok(run)
     _check_common(spec, result)
@@ -471,7 +471,7 @@ def test_infer_reports_latency(run: Any) -> None:
 
 @pytest.mark.parametrize("run", ["fp32-grouped"], indirect=True)
 def test_several_steps_per_dispatch_run(run: Any) -> None:
-    from orchestrator.judge.parity import check_against_spec
+    from tests.parity_docs import check_against_spec
 
     spec, result = _ok(run)
     work, measured = result["work"], result["measurements"]

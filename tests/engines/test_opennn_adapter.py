@@ -84,7 +84,7 @@ def test_unsupported_and_missing_driver(make_spec, tmp_path):
 
 def test_fewer_optimizer_updates_than_steps_fail_parity(make_spec, tmp_path):
     """OpenNN's own step counter (Adam) is what `steps` reports, so lost updates show in parity."""
-    from orchestrator.judge.parity import check_against_spec
+    from tests.parity_docs import check_against_spec
 
     spec = make_spec("opennn", steps_per_epoch=3, warmup=1)
     spec["parity"]["optimizer"] = {"name": "adam", "lr": 0.001, "betas": [0.9, 0.999], "eps": 1.1920928955078125e-07, "weight_decay": 0.0}
@@ -189,7 +189,7 @@ def test_block_losses_come_from_the_recorded_driver_events(make_spec, tmp_path):
     from bench_opennn.adapter import _contract_fields, block_losses
     from bench_opennn.events import parse_events
 
-    from orchestrator.judge.parity import check_block_losses
+    from tests.parity_docs import check_block_losses
 
     spec = make_spec("opennn", batch=16, steps_per_epoch=6, epochs=2, warmup=2)
     spec["measurement"]["window_steps"] = 3  # epoch 1: warmup [2], [3], [1]; epoch 2: [3], [3]

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 import yaml
 
-from orchestrator.judge.parity import check_against_spec
 from orchestrator.judge.trajectory import compare_losses
 from orchestrator.model.initweights import RUN_FILE, write_init
 from tests.engines.readback_helpers import REPO, tiny_dataset, tiny_spec
+from tests.parity_docs import check_against_spec
 
 ENGINES = ("pytorch", "jax", "tensorflow")
 SCENARIOS = {"sgd": "cifar_resnet50.yaml", "adam": "opennn_seed.yaml"}

@@ -9,9 +9,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from orchestrator.judge.summary import scaling, summarize
+from orchestrator.judge import summary as judge_summary
+from orchestrator.judge.summary_model import GroupRow
 from orchestrator.schemas import validate
 from tests.results.helpers import _result, run_cli
+from tests.typed_docs import summarize_docs as summarize
 
 BATCH = 32
 
@@ -91,6 +93,12 @@ def test_summary_scaling_rows(artifact: Path) -> None:
     failed = rows[("tensorflow", "bf16", 2)]
     assert failed["throughput"] is None and failed["speedup"] is None and failed["n"] == 0
     assert failed["note"] == "no valid run on this device count"
+
+
+def scaling(groups: list[dict[str, Any]], values: dict[tuple[Any, ...], list[float]]) -> list[dict[str, Any]]:
+    """The scaling rows, as summary.json holds them, of groups given as documents (each with a valid run)."""
+    rows = [GroupRow.from_json({**g, "n": 0, "throughput": None}) for g in groups]
+    return [row.to_json() for row in judge_summary.scaling(rows, values)]
 
 
 def test_no_scaling_without_a_multi_device_run() -> None:

@@ -16,11 +16,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bench_engine.contract import RunSpec
 from bench_engine.result import write_json_atomic
 from orchestrator.jsonio import write_json
 from orchestrator.judge.result_read import REJECTED_RESULT
 from orchestrator.run import attempt
-from orchestrator.run.attempt import judge
 from orchestrator.runtimes import Execution
 from orchestrator.schemas import SchemaError, validate
 from orchestrator.strictjson import MAX_DEPTH, StrictJsonError, check_numbers, loads_strict, nesting_depth
@@ -44,6 +44,12 @@ def real(tmp_path: Path, capsys, monkeypatch, fake_engines) -> tuple[dict[str, A
         (run,) = out.glob("fake_tiny/*/runs/*")
         _REAL.update(spec=json.loads((run / "spec.json").read_text()), result=json.loads((run / "result.json").read_text()))
     return copy.deepcopy(_REAL["spec"]), copy.deepcopy(_REAL["result"])
+
+
+def judge(spec: dict[str, Any], execution: Execution, path: Path) -> tuple[str, str | None, Any, Any]:
+    """attempt.judge of the spec document ``spec``: (status, reason, result, parity)."""
+    verdict = attempt.judge(RunSpec.from_json(spec), execution, path)
+    return verdict.status, verdict.reason, verdict.result, verdict.parity
 
 
 def _judge_text(tmp_path: Path, spec: dict[str, Any], text: str | bytes) -> tuple[str, str | None, Path]:

@@ -72,7 +72,7 @@ def build_artifact(root: Path, throughputs: dict[tuple[str, str], list[float | N
     ``runtimes``: run id or engine -> the run record's runtime block (default: local)."""
     from orchestrator.artifacts import Artifact, write_manifest
     from orchestrator.jsonio import write_json
-    from orchestrator.judge.summary import summarize
+    from tests.typed_docs import summarize_docs as summarize
 
     folder = root / scenario / artifact_id
     artifact = Artifact(folder, scenario, artifact_id)

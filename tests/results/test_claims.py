@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from orchestrator.judge.summary import summarize, work_shortfall
+from orchestrator.judge.summary_model import Ratio, Summary
 from orchestrator.reports.claims import measured_ratio
 from orchestrator.reports.data import ReportData
 from orchestrator.reports.tables import claims, groups, runs
+from tests.typed_docs import record_of, result_of
 
 SCENARIO = {"claims": {"source": "ref", "hardware": "RTX 4080", "ratios": [
     {"engine": "opennn", "vs": "pytorch", "precision": "tf32", "path": "optimized", "claimed": 1.9, "as_stated": "fp32: 1.90x"},
@@ -25,7 +28,7 @@ def _record(engine: str, repeat: int, status: str = "ok", throughput: float | No
 LOST = [{"field": "steps", "expected": 780, "actual": 381, "against": "spec"}]
 
 
-def _summary(opennn_status: str, opennn: list[float], pytorch: list[float]) -> dict[str, Any]:
+def _summary(opennn_status: str, opennn: list[float], pytorch: list[float]) -> Summary:
     runs_in = []
     for i, value in enumerate(opennn, 1):
         if opennn_status == "ok":
@@ -33,21 +36,23 @@ def _summary(opennn_status: str, opennn: list[float], pytorch: list[float]) -> d
         else:
             runs_in.append((_record("opennn", i, "invalid", apparent=value, mismatches=LOST), None))
     runs_in += [(_record("pytorch", i, throughput=value), None) for i, value in enumerate(pytorch, 1)]
-    return summarize("opennn_seed", "a1", False, runs_in)
+    return summarize("opennn_seed", "a1", False, [(record_of(record), result) for record, result in runs_in])
 
 
 def test_shortfall_names_the_counted_work_parity_found_missing() -> None:
-    assert work_shortfall(_record("opennn", 1, "invalid", mismatches=LOST)) == "381 of 780 updates"
-    assert work_shortfall(_record("opennn", 1, "invalid", mismatches=[{"field": "precision", "expected": "tf32", "actual": "fp32"}])) is None
-    assert work_shortfall(_record("opennn", 1)) is None
+    assert work_shortfall(record_of(_record("opennn", 1, "invalid", mismatches=LOST))) == "381 of 780 updates"
+    other = [{"field": "precision", "expected": "tf32", "actual": "fp32"}]
+    assert work_shortfall(record_of(_record("opennn", 1, "invalid", mismatches=other))) is None
+    assert work_shortfall(record_of(_record("opennn", 1))) is None
 
 
 def test_an_invalid_group_keeps_its_apparent_throughput_but_no_ratio() -> None:
     summary = _summary("invalid", [75000.0, 74000.0, 76000.0], [40000.0, 41000.0, 42000.0])
-    opennn = next(g for g in summary["groups"] if g["engine"] == "opennn")
+    doc = summary.to_json()
+    opennn = next(g for g in doc["groups"] if g["engine"] == "opennn")
     assert opennn["n"] == 0 and opennn["throughput"] is None
     assert opennn["apparent"]["throughput"]["median"] == 75000.0 and opennn["apparent"]["reasons"] == ["381 of 780 updates"]
-    assert summary["ratios"] == []  # never ranked
+    assert doc["ratios"] == []  # never ranked
     data = ReportData("x", summary, {}, [], [], {})
     assert "apparent 75,000, invalid: 3 run(s), 381 of 780 updates" in [row[-2] for row in groups(data).rows]
     run_rows = runs(data).rows
@@ -67,8 +72,9 @@ def test_measured_ratio_from_medians_with_the_range_under_five_repeats() -> None
 
 def test_the_summary_ci_is_inverted_when_the_summary_took_the_pair_the_other_way() -> None:
     summary = _summary("ok", [30000.0] * 5, [40000.0] * 5)
-    summary["ratios"] = [{"engine": "pytorch", "baseline_engine": "opennn", "precision": "tf32", "path": "optimized", "devices": 1,
-                          "ratio": 4 / 3, "ci95": [1.25, 1.5]}]
+    summary = dataclasses.replace(summary, ratios=(Ratio.from_json({
+        "engine": "pytorch", "baseline_engine": "opennn", "precision": "tf32", "path": "optimized", "devices": 1, "ratio": 4 / 3,
+        "ci95": [1.25, 1.5]}),))
     found = measured_ratio(summary, "opennn", "pytorch", "tf32", "optimized")
     assert found is not None and found.interval is not None and found.interval.kind == "ci95"
     assert abs(found.interval.low - 1 / 1.5) < 1e-12 and abs(found.interval.high - 1 / 1.25) < 1e-12
@@ -77,8 +83,8 @@ def test_the_summary_ci_is_inverted_when_the_summary_took_the_pair_the_other_way
 def test_claims_table_three_ways() -> None:
     fair = _summary("ok", [36000.0, 37000.0, 38000.0], [47000.0, 48000.0, 49000.0])
     published = _summary("invalid", [74000.0, 75000.0, 76000.0], [7700.0, 7800.0, 7900.0])
-    table = claims(ReportData("fair", {**fair, "artifact_id": "F"}, {}, [], [], SCENARIO,
-                              as_published=ReportData("pub", {**published, "artifact_id": "P"}, {}, [], [], SCENARIO)))
+    table = claims(ReportData("fair", dataclasses.replace(fair, artifact_id="F"), {}, [], [], SCENARIO,
+                              as_published=ReportData("pub", dataclasses.replace(published, artifact_id="P"), {}, [], [], SCENARIO)))
     assert table is not None and table.key == "claims"
     row = table.rows[0]
     assert row[:4] == ["opennn / pytorch", "tf32", "optimized", "1.90x"]
@@ -90,10 +96,10 @@ def test_claims_table_three_ways() -> None:
 
 def test_claims_without_an_as_published_artifact_say_how_to_get_one() -> None:
     fair = _summary("ok", [36000.0], [48000.0])
-    table = claims(ReportData("fair", {**fair, "artifact_id": "F"}, {}, [], [], SCENARIO))
+    table = claims(ReportData("fair", dataclasses.replace(fair, artifact_id="F"), {}, [], [], SCENARIO))
     assert table is not None and table.rows[0][4] == "-" and table.rows[0][6] == "-"
     assert any("--as-published" in note for note in table.notes)
-    assert claims(ReportData("fair", {**fair, "artifact_id": "F"}, {}, [], [], {})) is None
+    assert claims(ReportData("fair", dataclasses.replace(fair, artifact_id="F"), {}, [], [], {})) is None
 
 
 def test_the_terminal_shows_an_invalid_runs_apparent_figure_in_its_samples_column() -> None:
@@ -114,14 +120,14 @@ def test_the_lost_work_table_puts_an_invalid_runs_second_signals_beside_the_fair
         record = _record(engine, 1, status, throughput=40000.0 if status == "ok" else None,
                          apparent=70000.0 if status == "invalid" else None, mismatches=LOST if status == "invalid" else None)
         result = {"measurements": {"block_losses": means}, "work": {"weight_change": {"l2": 1.0, "relative": moved, "values": 4}}}
-        return RunData(record["run_id"], record, result, None)
+        return RunData(record["run_id"], record_of(record), result_of(result, record["run_id"]), None)
 
     fair_runs = [run("opennn", "ok", [2.5, 2.4, 2.3], 0.28)]
     published_runs = [run("opennn", "invalid", [1.4, 1.2, 1.1], 0.21)]
     fair = summarize("opennn_seed", "F", False, [(r.record, r.result) for r in fair_runs])
     published = summarize("as_published", "P", False, [(r.record, r.result) for r in published_runs])
-    for row in published["runs"]:
-        assert row["weight_change"] == 0.21
+    for row in published.runs:
+        assert row.weight_change == 0.21
     table = lost_work_table(ReportData("f", fair, {}, fair_runs, [], SCENARIO), ReportData("p", published, {}, published_runs, [], {}))
     assert table is not None
     (row,) = table.rows

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from orchestrator.jsonio import read_json
-from orchestrator.judge.compare import compare_summaries
+from orchestrator.judge import compare
+from orchestrator.judge.summary_model import Summary
 from tests.results.helpers import run_cli
 
 A = {("pytorch", "bf16"): [100.0, 101.0, 99.0, 100.5], ("pytorch", "fp32"): [50.0, 51.0, 49.0, 50.5],
@@ -21,6 +22,11 @@ B = {("pytorch", "bf16"): [150.0, 151.0, 149.0, 150.5], ("pytorch", "fp32"): [50
 @pytest.fixture()
 def pair(make_artifact: Callable[..., Path]) -> tuple[Path, Path]:
     return make_artifact(A), make_artifact(B)
+
+
+def compare_summaries(a: dict, b: dict, **kwargs) -> dict:
+    """The comparison document (``--json``) of two summary.json documents."""
+    return compare.compare_summaries(Summary.from_json(a), Summary.from_json(b), **kwargs).to_json()
 
 
 def _by_group(doc: dict) -> dict[tuple[str, str], dict]:

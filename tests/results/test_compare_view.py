@@ -109,5 +109,7 @@ def test_the_resumed_h200_artifact_says_its_two_gpus() -> None:
     from tests.conftest import REPO
 
     root = REPO / "docs" / "results" / "h200" / "opennn_seed" / "20261201T122211Z-e8033e"
-    warnings = artifact_warnings(root, read_json(root / "summary.json", "summary"))
+    from orchestrator.judge.summary_model import Summary
+
+    warnings = artifact_warnings(root, Summary.from_json(read_json(root / "summary.json", "summary")))
     assert len(warnings) == 1 and "2 different sets of physical GPUs" in warnings[0] and "jax x3;" in warnings[0]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
@@ -38,22 +39,26 @@ def test_the_engines_table_has_one_row_per_engine_and_precision(make_artifact: C
 
 def test_runs_of_one_engine_and_precision_with_another_environment_get_their_own_row(make_artifact: Callable[..., Path]) -> None:
     data = load_report_data(make_artifact({("tensorflow", "fp32"): [10.0, 11.0, 12.0]}))
-    data.runs[2].result["environment"]["framework_version"] = "9.9"  # e.g. a run resumed with another image
+    run = data.runs[2]  # e.g. a run resumed with another image
+    data.runs[2] = dataclasses.replace(run, result=dataclasses.replace(run.result, environment={**run.result.environment,
+                                                                                                 "framework_version": "9.9"}))
     rows = engines(data).rows
     assert [(row[3], row[4]) for row in rows] == [("b32 x1 r1-2", rows[0][4]), ("b32 x1 r3", "PyTorch 9.9")], rows
 
 
 def test_a_failed_engine_result_without_work_gets_its_own_row(make_artifact: Callable[..., Path]) -> None:
     data = load_report_data(make_artifact({("jax", "bf16"): [10.0, 11.0]}))
-    data.runs[1].record["status"] = data.runs[1].result["status"] = "failed"
-    del data.runs[1].result["work"], data.runs[1].result["measurements"]
+    run = data.runs[1]
+    data.runs[1] = dataclasses.replace(run, record=dataclasses.replace(run.record, status="failed", throughput=None),
+                                       result=dataclasses.replace(run.result, status="failed", work=None, measurements=None))
     rows = engines(data).rows
     assert [(row[3], row[-1]) for row in rows] == [("b32 x1 r1", rows[0][-1]), ("b32 x1 r2", "-")] and rows[0][-1] != "-"
 
 
 def test_the_host_table_lists_every_fact_run_json_records(make_artifact: Callable[..., Path]) -> None:
     data = load_report_data(make_artifact(RUNS, host=HOST))
-    data.runs[1].record["host"] = {**HOST, "load_avg": [2.0, 1.0, 0.5], "cpu_model": "Intel Xeon", "memory_total_bytes": 2**35}
+    data.runs[1] = dataclasses.replace(data.runs[1], record=dataclasses.replace(data.runs[1].record, host={
+        **HOST, "load_avg": [2.0, 1.0, 0.5], "cpu_model": "Intel Xeon", "memory_total_bytes": 2**35}))
     table = host(data)
     shown = facts(table)
     assert shown["hostname"] == "synthetic" and shown["cpus"] == "2"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections import defaultdict
 from collections.abc import Callable
@@ -10,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from orchestrator.judge.summary_model import ScalingRow
 from orchestrator.reports import plots
 from orchestrator.reports.data import load_report_data
 from orchestrator.reports.styles import ENGINE_COLOURS, PALETTE, engine_colours, precision_linestyles
@@ -54,7 +56,9 @@ def scaling_rows(engines: list[str]) -> list[dict[str, Any]]:
 
 def test_an_engine_has_one_colour_in_every_plot(make_artifact: Callable[..., Path]) -> None:
     data = load_report_data(make_artifact(RUNS, telemetry_power=250.0))
-    data.summary["scaling"] = scaling_rows(["pytorch", "jax"])
+    data.summary = dataclasses.replace(data.summary, scaling=tuple(ScalingRow.from_json({**row, "throughput": None,
+                                                                                           "efficiency": row["speedup"] / row["devices"]})
+                                                                    for row in scaling_rows(["pytorch", "jax"])))
     figures = plots.all_plots(data)
     assert {p.key for p in figures} == {"throughput", "scaling", "steps", "telemetry"}
     colours: dict[str, set[str]] = defaultdict(set)

@@ -42,7 +42,7 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict[s
     artifact = build_artifact(tmp_path_factory.mktemp("report") / "results", RUNS, telemetry_power=250.0)
     before = {p: file_sha256(p) for p in artifact.rglob("*") if p.is_file()}
     data = load_report_data(artifact)
-    out = default_report_dir(artifact, data.summary["scenario"], data.artifact_id)
+    out = default_report_dir(artifact, data.summary.scenario, data.artifact_id)
     files = build_report(data, out, html=True, artifact_root=artifact)
     assert {p: file_sha256(p) for p in artifact.rglob("*") if p.is_file()} == before  # never modified
     return artifact, out, {k: str(v) for k, v in files.items()}

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from orchestrator.host import telemetry
-from orchestrator.judge.summary import summarize
 from orchestrator.schemas import validate
 from tests.results.fake_nvml import FakeGpu, NVMLError_LibraryNotFound, make_module
+from tests.typed_docs import summarize_docs as summarize
 
 
 def _run_dir(tmp_path: Path, device: str = "auto", devices: int = 1) -> Path:

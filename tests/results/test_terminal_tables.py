@@ -12,7 +12,8 @@ import pytest
 from rich.console import Console
 
 from orchestrator.cli.results_view import rich_table
-from orchestrator.reports import summary_tables as st
+from orchestrator.judge.summary_model import Summary
+from orchestrator.reports import summary_tables
 from orchestrator.reports.formats import Span, compact_rate, plural, significant_text
 from orchestrator.reports.model import Table
 from orchestrator.reports.views import Field, interval_heading, view
@@ -22,6 +23,17 @@ FAIR = ROOT / "docs" / "results" / "h200" / "opennn_seed" / "20261201T122211Z-e8
 AS_PUBLISHED = ROOT / "docs" / "results" / "h200" / "opennn_seed_as_published" / "20261201T123335Z-1050a3"
 LONG_REASON = ("crash: the engine exited with status 1 after CUDA_ERROR_OUT_OF_MEMORY while allocating the second "
                "convolution workspace of the backward pass, see engine.log")
+
+
+class _OfDocuments:
+    """summary_tables' functions, given summary.json documents (read as the typed Summary they take)."""
+
+    def __getattr__(self, name: str) -> Any:
+        table = getattr(summary_tables, name)
+        return lambda doc, *args, **kwargs: table(Summary.from_json(doc), *args, **kwargs)
+
+
+st = _OfDocuments()
 
 
 def render(table: Table, wide: bool = False, width: int = 80) -> str:
@@ -34,11 +46,16 @@ def widest(text: str) -> int:
     return max(len(line) for line in text.splitlines())
 
 
+def _stats(median: float, kind: str = "range") -> dict[str, Any]:
+    """A statistics block (orchestrator.judge.stats.SampleSummary) of 3 repeats around ``median``."""
+    low, high = median * 0.98, median * 1.02
+    return {"n": 3, "median": median, "mean": median, "min": low, "max": high, "iqr": high - low, "q1": low, "q3": high, "stdev": 0.0,
+            "ci95": None, "interval": {"kind": kind, "low": low, "high": high}}
+
+
 def _group(engine: str, precision: str, median: float, kind: str, warnings: list[str], **extra: Any) -> dict[str, Any]:
-    interval = {"kind": kind, "low": median * 0.98, "high": median * 1.02}
     return {"engine": engine, "precision": precision, "path": "optimized", "batch_per_device": 256, "devices": 1, "n": 3, "n_total": 3,
-            "throughput": {"median": median, "min": median * 0.98, "max": median * 1.02, "ci95": None, "interval": interval},
-            "warnings": warnings, **extra}
+            "throughput": _stats(median, kind), "warnings": warnings, **extra}
 
 
 def _run(engine: str, precision: str, repeat: int, status: str = "ok", **extra: Any) -> dict[str, Any]:
@@ -48,6 +65,7 @@ def _run(engine: str, precision: str, repeat: int, status: str = "ok", **extra: 
 
 
 HARD = {  # every column kind, long names and reasons, tiny numbers
+    "schema_version": 1, "counts": {"ok": 1, "failed": 1, "interrupted": 1, "invalid": 1, "skipped": 1},
     "scenario": "imagenet_resnet50_inference", "artifact_id": "20260101T000000Z-abcdef", "smoke": False, "reference_engine": "pytorch",
     "runs": [_run("tensorflow", "bf16", 1), _run("tensorflow", "bf16", 2, "failed", reason=LONG_REASON),
              _run("pytorch", "fp16", 1, "interrupted", reason="interrupted by the user (Ctrl-C) while in the warmup steps"),
@@ -55,13 +73,13 @@ HARD = {  # every column kind, long names and reasons, tiny numbers
                   work_shortfall="381 of 780 updates"),
              _run("jax", "tf32", 1, "skipped", reason="not started: the scenario was interrupted before this run")],
     "groups": [_group("tensorflow", "bf16", 36809.6, "range", ["high spread: 23.4% of the median across 3 repeats"],
-                      achieved_tflops=0.0065, peak_fraction=0.00004, energy_per_sample_j={"median": 0.0370},
+                      achieved_tflops=0.0065, peak_fraction=0.00004, energy_per_sample_j=_stats(0.0370),
                       latency_ms={"p50": 3.5, "p99": 12.25}, time_to_train_h=8.36),
                _group("pytorch", "fp16", 121.0, "ci95", ["high spread: 27.4% of the median across 3 repeats"], achieved_tflops=167.0)],
     "ratios": [{"precision": "bf16", "path": "optimized", "batch_per_device": 256, "devices": 1, "engine": "tensorflow",
                 "baseline_engine": "pytorch", "ratio": 0.74, "ci95": None, "range": [0.59, 0.77], "p_value": 0.1, "significant": False,
                 "note": "3 x 3 repeats cannot reach p<0.05"}],
-    "numerical_parity": [{"precision": "bf16", "engines": ["opennn", "tensorflow"], "kind": "block_means", "blocks": 20, "at_block": 12,
+    "numerical_parity": [{"precision": "bf16", "engines": ["opennn", "tensorflow"], "runs": ["a", "b"], "kind": "block_means", "blocks": 20, "at_block": 12,
                           "max_rel_dev": 0.0869, "tolerance": 0.05, "verdict": "parity_warning",
                           "reason": "block-mean losses differ by more than the tolerance at block 12 of 20"}],
     "scaling": [{"engine": "tensorflow", "precision": "bf16", "path": "optimized", "batch_per_device": 256, "devices": 8, "batch_global": 2048,
@@ -112,7 +130,7 @@ def test_compact_runs_table_splits_the_run_id_and_clips_reasons_wide_shows_them_
 
 
 def test_reason_column_only_when_a_run_is_not_ok() -> None:
-    ok = {**HARD, "runs": [_run("pytorch", "bf16", 1)]}
+    ok = {**HARD, "runs": [_run("pytorch", "bf16", 1)], "counts": {"ok": 1}}
     assert "reason" not in st.runs(ok).headers and "reason" in st.runs(HARD).headers
 
 

@@ -38,10 +38,10 @@ class Quiet:
 
 
 def _record(plan: RunPlan, status: str, reason: str | None, runtime: str = "slurm") -> dict[str, Any]:
-    from orchestrator.run.execute import _record as make
+    from orchestrator.run.finish import new_record
 
     info = {"name": runtime, "job_id": "41", "node": "n1"} if runtime == "slurm" else {"name": runtime}
-    return make(plan, status, reason, info, "2026-01-01T00:00:00.000Z", 1.0)
+    return new_record(plan, status, reason, info, "2026-01-01T00:00:00.000Z", 1.0).to_json()
 
 
 @pytest.fixture()
@@ -59,7 +59,7 @@ def artifact(tmp_path: Path, data_dir: Path):
         folder = art.run_dir(plan.run_id)
         folder.mkdir(parents=True)
         if spec:
-            write_json(folder / "spec.json", build_spec(scenario, plan, split, str(split.path), "cpu"), "run-spec")
+            write_json(folder / "spec.json", build_spec(scenario, plan, split, str(split.path), "cpu").to_json(), "run-spec")
         if status:
             write_json(folder / "run.json", _record(plan, status, reason, runtime), "run-record")
         return folder
@@ -124,7 +124,9 @@ def test_resume_reruns_only_runs_without_a_valid_result(artifact, monkeypatch) -
 
     def choose(engines, requested, settings_for, reporter):
         assert requested == "fake"
-        return {name: (FailingRuntime(), {**settings_for[name], "checked": {"name": "fake"}}) for name in engines}
+        from orchestrator.run.runtime_choice import ChosenRuntime
+
+        return {name: ChosenRuntime(FailingRuntime(), {**settings_for[name], "checked": {"name": "fake"}}) for name in engines}
 
     monkeypatch.setattr(execute, "choose_runtimes", choose)
     FailingRuntime.calls = []
@@ -143,7 +145,7 @@ def test_resume_reruns_only_runs_without_a_valid_result(artifact, monkeypatch) -
     assert (artifact.root / "attempts" / "pytorch-fp32-optimized-b32-d1-r2" / "1").is_dir()
     record = json.loads((artifact.run_dir("pytorch-bf16-optimized-b32-d1-r1") / "run.json").read_text())
     assert record["status"] == "failed" and record["runtime"]["name"] == "fake"
-    assert outcome.summary["counts"] == {"failed": 7, "skipped": 1} and outcome.exit_code == 1
+    assert outcome.summary.counts == {"failed": 7, "skipped": 1} and outcome.exit_code == 1
     assert validate_artifact(artifact.root) == []
     manifest = json.loads((artifact.root / "manifest.json").read_text())
     assert manifest["complete"] is True
