@@ -41,8 +41,13 @@ class Cell:
     latency_p99: float
 
 
-def read_cells(artifact: Path) -> list[Cell]:
-    summary = json.loads((artifact / "summary.json").read_text())
+def machine_name(summary: dict) -> str:
+    """The GPU the artifact ran on ("NVIDIA H200" -> "H200"), or the CPU."""
+    gpus = ((summary.get("host") or {}).get("nvml") or {}).get("gpus") or []
+    return gpus[0]["name"].removeprefix("NVIDIA ") if gpus else "CPU"
+
+
+def read_cells(summary: dict) -> list[Cell]:
     cells = []
     for group in summary["groups"]:
         stats, latency = group.get("throughput"), group.get("latency_ms")
@@ -53,7 +58,7 @@ def read_cells(artifact: Path) -> list[Cell]:
     return cells
 
 
-def markdown(cells: list[Cell], reference: dict[str, list[list[float]]]) -> str:
+def markdown(cells: list[Cell], reference: dict[str, list[list[float]]], machine: str) -> str:
     lines = []
     for precision in sorted({c.precision for c in cells}, key=["fp32", "tf32", "bf16", "fp16"].index):
         mine = [c for c in cells if c.precision == precision]
@@ -63,7 +68,7 @@ def markdown(cells: list[Cell], reference: dict[str, list[list[float]]]) -> str:
         lines += [f"### {precision} (V100: the reference's {table} table)", ""]
         head = ["batch", "V100 img/s", "V100 avg / p95 / p99 ms"]
         for engine in engines:
-            head += [f"H200 {engine} img/s [range], n", f"{engine} avg / p95 / p99 ms"]
+            head += [f"{machine} {engine} img/s [range], n", f"{engine} avg / p95 / p99 ms"]
         lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for batch in sorted({c.batch for c in mine}):
             ref = rows.get(batch)
@@ -96,8 +101,9 @@ def main() -> int:
     if not (args.artifact / "summary.json").is_file():
         print(f"error: {args.artifact}: no summary.json (not a bench artifact)", file=sys.stderr)
         return 2
-    cells = read_cells(args.artifact)
-    print(markdown(cells, json.loads(REFERENCE.read_text())["tables"]))
+    summary = json.loads((args.artifact / "summary.json").read_text())
+    cells = read_cells(summary)
+    print(markdown(cells, json.loads(REFERENCE.read_text())["tables"], machine_name(summary)))
     if args.goals:
         missed = missed_goals(cells)
         for line in missed:
