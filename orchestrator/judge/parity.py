@@ -10,6 +10,7 @@ from bench_engine import schedule
 from bench_engine.contract import Parity
 from bench_engine.harness import timing_blocks
 from bench_engine.precision import PRECISIONS
+from bench_engine.schedule import Schedule
 
 Mismatch = dict[str, Any]
 
@@ -79,7 +80,7 @@ def check_against_spec(spec: dict[str, Any], result: dict[str, Any], device_kind
 def expected_blocks(spec: dict[str, Any]) -> int:
     """Blocks the harness runs for ``spec`` (bench_engine.harness.timing_blocks: warmup, then every window)."""
     parity = spec["parity"]
-    return sum(1 for _ in timing_blocks(spec, parity["dataset"]["samples"], parity["devices"]))
+    return sum(1 for _ in timing_blocks(Schedule.from_json(spec), parity["dataset"]["samples"], parity["devices"]))
 
 
 def check_block_losses(spec: dict[str, Any], measurements: dict[str, Any] | None) -> list[Mismatch]:

@@ -12,6 +12,7 @@ import pytest
 from bench_engine.api import Engine, StepBatch, Workload
 from bench_engine.contract import EngineResult, ResultMeasurements, RunSpec, Window, thin
 from bench_engine.main import execute
+from bench_engine.report import EnvironmentFacts, PrecisionReport, Readback
 from orchestrator.judge.parity import expected_samples
 from orchestrator.schemas import validate
 
@@ -50,8 +51,8 @@ def test_expected_samples_counts_a_kept_partial_batch() -> None:
 
 class _Loop(Workload):
     def __init__(self) -> None:
-        precision = {"name": "fp32", "compute_dtype": "float32", "param_dtype": "float32", "tf32_matmul": False, "tf32_conv": False}
-        super().__init__(trainable_parameters=1, precision=precision, data_placement="device")
+        super().__init__(trainable_parameters=1, precision=PrecisionReport("fp32", "float32", "float32", False, False),
+                         data_placement="device")
 
     def step(self, batch: StepBatch) -> None:
         pass
@@ -63,21 +64,27 @@ class _Loop(Workload):
 class _Engine(Engine):
     name, framework = "loop", "none"
 
-    def environment(self, spec: dict[str, Any]) -> dict[str, Any]:
-        return {"framework_version": "0", "device_kind": "cpu", "devices": ["cpu"]}
+    def __init__(self) -> None:
+        self.specs: list[Any] = []
 
-    def prepare(self, spec: dict[str, Any], data: Any) -> Workload:
-        workload, parity = _Loop(), spec["parity"]
-        workload.readback = {"mode": parity["mode"], "arch": parity["model"]["arch"], "num_classes": parity["model"]["num_classes"],
-                             "input_shape": [int(d) for d in data.images.shape[1:]], "param_dtypes": ["float32"],
-                             "optimizer": None, "loss": None}
+    def environment(self, spec: RunSpec) -> EnvironmentFacts:
+        return EnvironmentFacts(framework_version="0", device_kind="cpu", devices=("cpu",))
+
+    def prepare(self, spec: RunSpec, data: Any) -> Workload:
+        self.specs.append(spec)
+        workload, parity = _Loop(), spec.parity
+        workload.readback = Readback(mode=parity.mode, arch=parity.arch, num_classes=parity.num_classes,
+                                     input_shape=tuple(int(d) for d in data.images.shape[1:]), param_dtypes=("float32",))
         return workload
 
 
 def test_engine_result_round_trips(make_spec: Any) -> None:
-    for spec in (make_spec("loop", batch=32, steps_per_epoch=3, warmup=1), make_spec("loop", mode="infer", batch=8, steps_per_epoch=6)):
-        document, code = execute(_Engine(), spec)
-        assert code == 0
+    for doc in (make_spec("loop", batch=32, steps_per_epoch=3, warmup=1), make_spec("loop", mode="infer", batch=8, steps_per_epoch=6)):
+        engine = _Engine()
+        built, code = execute(engine, RunSpec.from_json(doc))
+        assert code == 0 and isinstance(built, EngineResult)
+        assert [type(s) for s in engine.specs] == [RunSpec] and engine.specs[0].to_json() == doc  # prepare got the typed spec
+        document = built.to_json()
         validate(document, "engine-result")
         result = EngineResult.from_json(document)
         assert result.to_json() == document

@@ -172,9 +172,10 @@ def test_shared_init_round_trips_through_opennn_layouts():
 def _recorded_events(path: Path, spec: dict, losses: list[str]) -> None:
     """An events file as the driver writes it (images/opennn/driver/main.cpp), one line per harness block."""
     from bench_engine.harness import timing_blocks
+    from bench_engine.schedule import Schedule
 
     lines = ["applied trainable_parameters 23528522"]
-    blocks = list(timing_blocks(spec, spec["parity"]["dataset"]["samples"]))
+    blocks = list(timing_blocks(Schedule.from_json(spec), spec["parity"]["dataset"]["samples"]))
     assert len(blocks) == len(losses)
     for block, loss in zip(blocks, losses, strict=True):
         samples = sum(step.size for step in block.steps)
