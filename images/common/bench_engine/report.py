@@ -51,6 +51,14 @@ class Observed(NamedTuple):
     logits_dtype: str
 
 
+class Traced(NamedTuple):
+    """What one traced step shows: the input as the model took it, the classes of its logits, the dtypes."""
+
+    input_shape: tuple[int, ...]  # H, W, C
+    num_classes: int
+    observed: Observed
+
+
 class InitReadback(NamedTuple):
     """Where training starts from (``work.init``): bench's shared weights (their read-back hash) or the framework's."""
 

@@ -8,7 +8,7 @@ convolution really computes in under the run's precision policy and the gradient
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
 
 import torch
 from torch import nn
@@ -16,7 +16,7 @@ from torch import nn
 from bench_engine.api import UnsupportedError
 from bench_engine.contract import RunSpec
 from bench_engine.initweights import InitError, canonical_sha256, read_init, require
-from bench_engine.report import FRAMEWORK_INIT, InitReadback, LossReadback, Observed, OptimizerReadback
+from bench_engine.report import FRAMEWORK_INIT, InitReadback, LossReadback, Observed, OptimizerReadback, Traced
 from bench_pytorch.optimizer import is_capturable, is_fused
 from bench_pytorch.precision import Precision
 
@@ -78,14 +78,6 @@ def loss_readback(loss_fn: nn.Module) -> LossReadback:
     names = {nn.CrossEntropyLoss: "cross_entropy"}
     return LossReadback(names.get(type(loss_fn), type(loss_fn).__name__), _class(loss_fn), str(getattr(loss_fn, "reduction", "?")),
                         float(getattr(loss_fn, "label_smoothing", 0.0)))
-
-
-class Traced(NamedTuple):
-    """What one traced step shows: the input as the model took it, the classes of its logits, the dtypes."""
-
-    input_shape: tuple[int, int, int]  # H, W, C
-    num_classes: int
-    observed: Observed
 
 
 def traced_step(model: nn.Module, images: torch.Tensor, labels: torch.Tensor, precision: Precision,
