@@ -77,14 +77,15 @@ def test_tensorflow_switches_resolve_over_the_defaults() -> None:
     add_paths("tensorflow")
     from bench_engine.api import UnsupportedError
     from bench_tensorflow.options import resolve_switches
+    from tests.conftest import run_spec
 
-    optimized = resolve_switches({"path": "optimized", "engine_options": {}})
+    optimized = resolve_switches(run_spec(path="optimized"))
     assert (optimized.xla, optimized.compile_function, optimized.steps_per_dispatch) == (True, True, "auto")
-    baseline = resolve_switches({"path": "baseline"})
+    baseline = resolve_switches(run_spec(path="baseline"))
     assert (baseline.xla, baseline.compile_function) == (False, True)
-    assert not resolve_switches({"path": "optimized", "engine_options": {"xla": False, "tf_function": False}}).compile_function
+    assert not resolve_switches(run_spec(path="optimized", engine_options={"xla": False, "tf_function": False})).compile_function
     with pytest.raises(UnsupportedError, match="tf_function"):  # a combination the schema cannot express
-        resolve_switches({"path": "optimized", "engine_options": {"tf_function": False}})
+        resolve_switches(run_spec(path="optimized", engine_options={"tf_function": False}))
 
 
 def test_jax_command_buffers_auto_on_the_optimized_path_where_a_gpu_may_run_it() -> None:
