@@ -48,20 +48,26 @@ class Row:
     note: str = ""
 
 
-def spec_for(optimizer: str, precision: str, batch: int, options: dict[str, Any], device: str) -> dict[str, Any]:
-    """The part of a run spec ``build_workload`` reads (one device, the optimized path)."""
+def spec_for(optimizer: str, precision: str, batch: int, options: dict[str, Any], device: str, lr: float | None = None) -> Any:
+    """The run spec ``build_workload`` reads (one device, the optimized path), a ``bench_engine.contract.RunSpec``."""
+    from bench_engine.contract import RunSpec
+
     samples = batch * SAMPLES_BATCHES
-    return {
-        "path": "optimized", "device": device, "engine_options": options,
+    return RunSpec.from_json({
+        "schema_version": 1, "run_id": f"graph-{optimizer}-{precision}", "scenario": "pytorch_graph_matrix", "engine": "pytorch",
+        "path": "optimized", "device": device, "smoke": False, "repeat": 1, "engine_options": options,
         "parity": {
             "mode": "train", "model": {"arch": "resnet50_v1.5", "num_classes": 10},
             "input": {"height": 32, "width": 32, "channels": 3},
-            "dataset": {"name": "random", "samples": samples},
-            "batch": {"per_device": batch, "global": batch, "drop_last": True}, "devices": 1,
-            "optimizer": OPTIMIZERS[optimizer], "loss": "cross_entropy", "precision": precision, "seed": 0,
-            "warmup_steps": 8, "data_placement": "device", "init": {"mode": "framework"},
+            "dataset": {"name": "random", "path": "", "sha256": "random", "samples": samples, "split": "train"},
+            "batch": {"per_device": batch, "global": batch, "drop_last": True}, "devices": 1, "epochs": 1,
+            "steps_per_epoch": SAMPLES_BATCHES, "total_steps": SAMPLES_BATCHES,
+            "optimizer": {**OPTIMIZERS[optimizer], **({"lr": lr} if lr is not None else {})}, "loss": "cross_entropy",
+            "precision": precision, "seed": 0, "warmup_steps": 8, "data_placement": "device", "init": {"mode": "framework"},
         },
-    }
+        "measurement": {"window_steps": 1, "timeout_s": 900, "max_step_samples": 10000},
+        "expected": {"trainable_parameters": None},
+    })
 
 
 def run_one(optimizer: str, precision: str, args: argparse.Namespace, options: dict[str, Any]) -> Row:
@@ -73,11 +79,9 @@ def run_one(optimizer: str, precision: str, args: argparse.Namespace, options: d
     from bench_pytorch.step import GraphRunner
     from bench_pytorch.workload import build_workload
 
-    spec = spec_for(optimizer, precision, args.batch, options, args.device)
-    if optimizer == "sgd" and args.sgd_lr is not None:
-        spec["parity"]["optimizer"] = {**spec["parity"]["optimizer"], "lr": args.sgd_lr}
+    spec = spec_for(optimizer, precision, args.batch, options, args.device, args.sgd_lr if optimizer == "sgd" else None)
     rng = np.random.default_rng(0)
-    samples = spec["parity"]["dataset"]["samples"]
+    samples = spec.parity.dataset.samples
     data = Dataset(rng.integers(0, 256, (samples, 32, 32, 3), dtype=np.uint8),
                    rng.integers(0, 10, samples).astype(np.int32), "random")
     device = torch.device(args.device)
@@ -101,9 +105,9 @@ def run_one(optimizer: str, precision: str, args: argparse.Namespace, options: d
         rate = args.steps / (time.perf_counter() - started)
         loss = workload.loss()
         captured = isinstance(runner, GraphRunner) and runner.graph is not None
-        read = workload.readback["optimizer"]
-        note = "" if captured else workload.optimizations["cuda_graphs"]["detail"]
-        return Row(optimizer, precision, captured, read["class"].rsplit(".", 1)[-1], read["fused"], read["capturable"],
+        read = workload.readback.optimizer
+        note = "" if captured else workload.optimizations["cuda_graphs"].detail
+        return Row(optimizer, precision, captured, read.class_.rsplit(".", 1)[-1], read.fused, read.capturable,
                    rate, loss is not None and math.isfinite(loss), loss, note)
     finally:
         workload.close()

@@ -22,6 +22,26 @@ def load_schema(name: str) -> dict[str, Any]:
     return json.loads((REPO / "schemas" / f"{name}.schema.json").read_text())
 
 
+def _merged(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in changes.items():
+        out[key] = _merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def spec_doc(**changes: Any) -> dict[str, Any]:
+    """The example run spec with ``changes`` merged in, nested blocks key by key:
+    ``spec_doc(path="baseline", parity={"batch": {"per_device": 4}})``."""
+    return _merged(json.loads((FIXTURES / "example-run-spec.json").read_text()), changes)
+
+
+def run_spec(**changes: Any) -> Any:
+    """:func:`spec_doc` as the engine reads it, a ``bench_engine.contract.RunSpec``."""
+    from bench_engine.contract import RunSpec
+
+    return RunSpec.from_json(spec_doc(**changes))
+
+
 @pytest.fixture(scope="session")
 def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A private dataset cache for the whole test session (BENCH_DATA_DIR)."""

@@ -29,8 +29,10 @@ def expect_failed(run_engine: Any, spec: dict[str, Any], kind: str) -> dict[str,
 def expect_block_means(spec: dict[str, Any], measured: dict[str, Any]) -> None:
     """Each block loss is the mean of its block's per-step losses (runs of at most K steps record every step)."""
     from bench_engine.harness import timing_blocks
+    from bench_engine.schedule import Schedule
 
-    sizes = [len(block.steps) for block in timing_blocks(spec, spec["parity"]["dataset"]["samples"], spec["parity"]["devices"])]
+    sizes = [len(block.steps) for block in timing_blocks(Schedule.from_json(spec), spec["parity"]["dataset"]["samples"],
+                                                         spec["parity"]["devices"])]
     losses, ends = measured["losses"], [sum(sizes[: i + 1]) for i in range(len(sizes))]
     assert len(losses) == ends[-1] and len(measured["block_losses"]) == len(sizes), measured
     for index, (size, end) in enumerate(zip(sizes, ends, strict=True)):

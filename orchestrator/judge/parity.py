@@ -82,7 +82,7 @@ def _work_pairs(spec: RunSpec, work: Mapping[str, Any]) -> list[tuple[str, Any, 
 
 def expected_blocks(spec: RunSpec) -> int:
     """Blocks the harness runs for ``spec`` (bench_engine.harness.timing_blocks: warmup, then every window)."""
-    return sum(1 for _ in timing_blocks(spec.to_json(), spec.parity.dataset.samples, spec.parity.devices))
+    return sum(1 for _ in timing_blocks(spec.schedule, spec.parity.dataset.samples, spec.parity.devices))
 
 
 def check_block_losses(spec: RunSpec, measurements: ResultMeasurements | None) -> list[Mismatch]:

@@ -12,6 +12,7 @@ import pytest
 from bench_engine.api import Engine, StepBatch, Workload
 from bench_engine.contract import EngineResult, ResultMeasurements, RunSpec, Window, thin
 from bench_engine.main import execute
+from bench_engine.report import EnvironmentFacts, PrecisionReport, Readback
 from orchestrator.judge import parity
 from orchestrator.schemas import validate
 
@@ -56,8 +57,8 @@ def test_expected_samples_counts_a_kept_partial_batch() -> None:
 
 class _Loop(Workload):
     def __init__(self) -> None:
-        precision = {"name": "fp32", "compute_dtype": "float32", "param_dtype": "float32", "tf32_matmul": False, "tf32_conv": False}
-        super().__init__(trainable_parameters=1, precision=precision, data_placement="device")
+        super().__init__(trainable_parameters=1, precision=PrecisionReport("fp32", "float32", "float32", False, False),
+                         data_placement="device")
 
     def step(self, batch: StepBatch) -> None:
         pass
@@ -69,21 +70,27 @@ class _Loop(Workload):
 class _Engine(Engine):
     name, framework = "loop", "none"
 
-    def environment(self, spec: dict[str, Any]) -> dict[str, Any]:
-        return {"framework_version": "0", "device_kind": "cpu", "devices": ["cpu"]}
+    def __init__(self) -> None:
+        self.specs: list[Any] = []
 
-    def prepare(self, spec: dict[str, Any], data: Any) -> Workload:
-        workload, parity = _Loop(), spec["parity"]
-        workload.readback = {"mode": parity["mode"], "arch": parity["model"]["arch"], "num_classes": parity["model"]["num_classes"],
-                             "input_shape": [int(d) for d in data.images.shape[1:]], "param_dtypes": ["float32"],
-                             "optimizer": None, "loss": None}
+    def environment(self, spec: RunSpec) -> EnvironmentFacts:
+        return EnvironmentFacts(framework_version="0", device_kind="cpu", devices=("cpu",))
+
+    def prepare(self, spec: RunSpec, data: Any) -> Workload:
+        self.specs.append(spec)
+        workload, parity = _Loop(), spec.parity
+        workload.readback = Readback(mode=parity.mode, arch=parity.arch, num_classes=parity.num_classes,
+                                     input_shape=tuple(int(d) for d in data.images.shape[1:]), param_dtypes=("float32",))
         return workload
 
 
 def test_engine_result_round_trips(make_spec: Any) -> None:
-    for spec in (make_spec("loop", batch=32, steps_per_epoch=3, warmup=1), make_spec("loop", mode="infer", batch=8, steps_per_epoch=6)):
-        document, code = execute(_Engine(), spec)
-        assert code == 0
+    for doc in (make_spec("loop", batch=32, steps_per_epoch=3, warmup=1), make_spec("loop", mode="infer", batch=8, steps_per_epoch=6)):
+        engine = _Engine()
+        built, code = execute(engine, RunSpec.from_json(doc))
+        assert code == 0 and isinstance(built, EngineResult)
+        assert [type(s) for s in engine.specs] == [RunSpec] and engine.specs[0].to_json() == doc  # prepare got the typed spec
+        document = built.to_json()
         validate(document, "engine-result")
         result = EngineResult.from_json(document)
         assert result.to_json() == document
@@ -128,3 +135,69 @@ def test_merge_averages_the_block_losses_of_the_ranks() -> None:
 
 def test_thinning_keeps_evenly_spaced_windows() -> None:
     assert thin(list(range(10)), 4) == [0, 2, 5, 7] and thin([1, 2], 4) == [1, 2]
+
+
+def test_a_built_result_of_typed_records_is_schema_valid_and_round_trips(make_spec: Any) -> None:
+    """Work, Readback, PrecisionReport, Switch, Environment and Failure make the documented blocks:
+    the built EngineResult validates against the result schema and reads back unchanged."""
+    from bench_engine.report import (
+        Environment,
+        Failure,
+        InitReadback,
+        LossReadback,
+        Observed,
+        OptimizerReadback,
+        PrecisionReport,
+        Readback,
+        Switch,
+        Work,
+        as_json,
+    )
+    from bench_engine.weights import WeightChange
+
+    readback = Readback(mode="train", arch="resnet50_v1.5", num_classes=10, input_shape=(32, 32, 3), param_dtypes=("float32",),
+                        observed=Observed("bfloat16", "float32", "bfloat16"),
+                        optimizer=OptimizerReadback("adam", "x.Adam", 0.001, 0.0, betas=(0.9, 0.999), eps=1e-8, fused=True),
+                        loss=LossReadback("cross_entropy", "x.CE", "mean", 0.0), init=InitReadback("shared", "a" * 64),
+                        steps_per_dispatch=1)
+    work = Work.of(readback, trainable_parameters=5, dataset_sha256="b" * 64, dataset_samples=96, batch_per_device=32,
+                   batch_global=32, world_size=1, epochs=1, steps=3, samples=96, data_placement="device",
+                   precision=PrecisionReport("bf16", "bfloat16", "float32", False, False, loss_scaling=False),
+                   optimizations={"compile": Switch(False, "eager")}, weight_change=WeightChange(0.5, 0.01, 5))
+    doc = work.to_json()
+    assert doc["optimizer"]["class"] == "x.Adam" and doc["optimizer"]["betas"] == [0.9, 0.999] and "capturable" not in doc["optimizer"]
+    assert doc["optimizations"] == {"compile": {"applied": False, "detail": "eager"}} and doc["input_shape"] == [32, 32, 3]
+    assert "drop_last" not in doc and doc["weight_change"] == {"l2": 0.5, "relative": 0.01, "values": 5}
+    assert list(doc)[:3] == ["mode", "arch", "num_classes"] and list(doc)[-1] == "weight_change"
+    env = as_json(Environment("X", "1.0", "3.11", "1.0.0", device_kind="cpu", devices=("cpu",)))
+    assert "extra" not in env and env["devices"] == ["cpu"]
+    built = EngineResult(1, "r", "x", "failed", env, doc, failure=as_json(Failure("crash", "boom")))
+    document = built.to_json()
+    validate(document, "engine-result")
+    assert EngineResult.from_json(document) == built and document["failure"] == {"kind": "crash", "message": "boom"}
+    inference = Work.of(Readback(mode="infer"), precision=PrecisionReport("fp32", "float32", "float32", False, False)).to_json()
+    assert inference["optimizer"] is None and inference["loss"] is None and "init" not in inference  # as the schema reads them
+
+
+def test_the_entrypoint_parses_the_spec_once_into_a_run_spec(tmp_path: Path) -> None:
+    """read_command_line gives a RunSpec, its shared initial-weights file made absolute; a spec missing a field is refused."""
+    from bench_engine.main import read_command_line
+
+    doc = json.loads(FIXTURE.read_text())
+    doc["parity"]["init"] = {"mode": "shared", "file": "init.safetensors", "sha256": "a" * 64, "format": "bench-init-v1"}
+    spec_file = tmp_path / "spec.json"
+    spec_file.write_text(json.dumps(doc))
+    _, spec = read_command_line("t", ["--spec", str(spec_file), "--result", str(tmp_path / "r.json")])
+    assert isinstance(spec, RunSpec) and spec.init_file() == tmp_path.resolve() / "init.safetensors"
+    assert spec.parity.init is not None and spec.parity.init["file"] == str(tmp_path.resolve() / "init.safetensors")
+    assert spec.schedule == (32, 6, 1, 2, 1)  # per_device, steps_per_epoch, epochs, warmup_steps, window_steps
+    del doc["parity"]["seed"]
+    spec_file.write_text(json.dumps(doc))
+    assert read_command_line("t", ["--spec", str(spec_file), "--result", str(tmp_path / "r.json")])[1] is None
+
+
+def test_capped_measurements_keep_the_totals_of_every_window() -> None:
+    windows = tuple(Window(1, 16, 0.5) for _ in range(10))
+    measured = ResultMeasurements(1.0, 0.1, 1, {"steps": 10, "samples": 160, "time_s": 5.0, "throughput": 32.0}, windows=windows)
+    capped = measured.capped(4)
+    assert len(capped.windows) == 4 and capped.steady == measured.steady and measured.capped(20) == measured

@@ -14,13 +14,12 @@ from bench_engine.dispatch import (
     timed_calls,
 )
 from bench_engine.harness import timing_blocks
-from bench_engine.schedule import steps_per_epoch
+from bench_engine.schedule import Schedule, steps_per_epoch
 from orchestrator.scenario import load_scenario
 
 
-def spec(samples: int, batch: int, spe: int, epochs: int, warmup: int, window: int) -> dict[str, Any]:
-    return {"parity": {"batch": {"per_device": batch}, "steps_per_epoch": spe, "epochs": epochs, "warmup_steps": warmup},
-            "measurement": {"window_steps": window}}
+def spec(samples: int, batch: int, spe: int, epochs: int, warmup: int, window: int) -> Schedule:
+    return Schedule(per_device=batch, steps_per_epoch=spe, epochs=epochs, warmup_steps=warmup, window_steps=window)
 
 
 # scenarios/opennn_seed.yaml: 50,000 samples, batch 128 (drop_last: 390 steps), 2 epochs, warmup 32, windows of 40:
@@ -28,7 +27,7 @@ def spec(samples: int, batch: int, spe: int, epochs: int, warmup: int, window: i
 SEED = spec(50000, 128, 390, 2, 32, 40)
 
 
-def scenario_schedule(name: str) -> tuple[dict[str, Any], int]:
+def scenario_schedule(name: str) -> tuple[Schedule, int]:
     """(the fields of a one-device spec the harness's schedule reads, samples) of a bundled scenario."""
     scenario = load_scenario(name)
     w = scenario.workload
@@ -97,7 +96,7 @@ def test_timed_calls_are_the_planned_calls(group: int) -> None:
 
 def test_choose_resolves_the_option() -> None:
     def choose(value: Any = "auto", kind: str = "cuda", blocked: str | None = None, world: int = 1) -> tuple[int, str]:
-        made = choose_steps_per_dispatch(value, blocked=blocked, kind=kind, spec=SEED, samples=50000, world=world)
+        made = choose_steps_per_dispatch(value, blocked=blocked, kind=kind, plan=SEED, samples=50000, world=world)
         return made.steps, made.reason
 
     assert choose() == (10, "auto: K=10 fitted to the timing blocks (82 calls for 748 timed steps)")

@@ -9,15 +9,18 @@ import pytest
 
 from bench_engine.api import StepBatch, Workload
 from bench_engine.blocklosses import BlockLosses
+from bench_engine.contract import RunSpec
 from bench_engine.harness import Measurements, run_harness
 from bench_engine.main import execute
-from bench_engine.schedule import batches_of_epoch
+from bench_engine.report import EnvironmentFacts, PrecisionReport
+from bench_engine.schedule import Schedule, batches_of_epoch
 from orchestrator.schemas import validate
 
 
 class CountingWorkload(Workload):
     def __init__(self):
-        super().__init__(trainable_parameters=1, precision={}, data_placement="device")
+        super().__init__(trainable_parameters=1, precision=PrecisionReport("fp32", "float32", "float32", False, False),
+                         data_placement="device")
         self.seen: list[StepBatch] = []
         self.syncs = 0
 
@@ -28,9 +31,8 @@ class CountingWorkload(Workload):
         self.syncs += 1
 
 
-def spec(samples=100, batch=32, spe=4, epochs=2, warmup=3, window=2):
-    return {"parity": {"batch": {"per_device": batch}, "steps_per_epoch": spe, "epochs": epochs, "warmup_steps": warmup},
-            "measurement": {"window_steps": window}}
+def spec(samples=100, batch=32, spe=4, epochs=2, warmup=3, window=2) -> Schedule:
+    return Schedule(per_device=batch, steps_per_epoch=spe, epochs=epochs, warmup_steps=warmup, window_steps=window)
 
 
 def test_partial_batch_is_the_last_step():
@@ -46,8 +48,8 @@ def test_warmup_is_excluded_and_windows_do_not_cross_epochs():
     assert len(workload.seen) == 8 and measured.steps_done == 8 and measured.samples_done == 200
     assert measured.warmup_steps == 3
     assert [w[0] for w in measured.windows] == [1, 2, 2]  # epoch 1: 3 warmup + 1; epoch 2: 2 + 2
-    assert measured.steady()["samples"] == 4 + 64 + 36
-    assert [e["samples"] for e in measured.epochs] == [100, 100]
+    assert measured.steady().samples == 4 + 64 + 36
+    assert [e.samples for e in measured.epochs] == [100, 100]
 
 
 def test_warmup_longer_than_an_epoch_carries_over():
@@ -98,12 +100,13 @@ def test_engine_exception_becomes_a_failed_result(tmp_path, make_spec):
         name, framework = "broken", "none"
 
         def environment(self, spec):
-            return {"framework_version": "0", "device_kind": "cpu", "devices": []}
+            return EnvironmentFacts(framework_version="0", device_kind="cpu", devices=())
 
         def prepare(self, spec, data):
             raise MemoryError("out of memory while allocating")
 
-    document, code = execute(Broken(), make_spec("broken"))
+    result, code = execute(Broken(), RunSpec.from_json(make_spec("broken")))
+    document = result.to_json()
     assert code == 1 and document["status"] == "failed" and document["failure"]["kind"] == "oom"
     validate(json.loads(json.dumps(document)), "engine-result")
 

@@ -50,6 +50,7 @@ def tiny_spec(engine: str, data: tuple[Path, str], precision: str = "fp32", path
 
 def prepared_mismatches(engine: Any, spec: dict[str, Any]) -> list[str]:
     """Prepare the workload (no steps), report it as if the loop ran the spec's steps; the parity fields that differ."""
+    from bench_engine.contract import RunSpec
     from bench_engine.data import load_dataset
     from bench_engine.harness import Measurements
     from bench_engine.main import _work
@@ -57,10 +58,11 @@ def prepared_mismatches(engine: Any, spec: dict[str, Any]) -> list[str]:
 
     parity = spec["parity"]
     data = load_dataset(parity["dataset"]["path"], parity["dataset"]["sha256"])
-    engine.environment(spec)
-    workload = engine.prepare(spec, data)
+    typed = RunSpec.from_json(spec)
+    engine.environment(typed)
+    workload = engine.prepare(typed, data)
     counted = Measurements(steps_done=parity["total_steps"], samples_done=expected_samples(spec), epochs_done=parity["epochs"],
                            batch_max=parity["batch"]["global"])
-    result = {"work": _work(spec, workload, data.sha256, data.samples, counted)}
+    result = {"work": _work(typed, workload, (data.sha256, data.samples), counted, None).to_json()}
     # no step ran, so there are no block losses to check: only the read-back work fields count here
     return [m["field"] for m in check_against_spec(spec, result, "cpu") if m["field"] != "measurements.block_losses"]

@@ -48,24 +48,28 @@ def test_tensorflow_schema_refuses_bad_options(options: dict[str, Any], named: s
 
 def test_jax_options_resolve_over_the_defaults() -> None:
     add_paths("jax")
-    from bench_jax.options import donate, engine_options
+    from bench_jax.options import JaxOptions, donate, engine_options
+    from tests.conftest import run_spec
 
-    assert engine_options({}) == code_defaults("jax")
-    assert donate(engine_options({}), True, "train", "cpu", "fp32") and not donate(engine_options({}), False, "train", "cpu", "fp32")
-    assert not donate(engine_options({"engine_options": {"donate": True}}), True, "infer", "cpu", "fp32")
+    defaults = JaxOptions.of({})
+    assert {name: getattr(defaults, name) for name in code_defaults("jax")} == code_defaults("jax")
+    assert (defaults.xla_flags, defaults.preallocate) == (None, None)  # unset: JAX's own
+    assert engine_options(run_spec(engine_options={"donate": True, "xla_flags": "--x"})) == JaxOptions(donate=True, xla_flags="--x")
+    assert donate(defaults, True, "train", "cpu", "fp32") and not donate(defaults, False, "train", "cpu", "fp32")
+    assert not donate(JaxOptions.of({"donate": True}), True, "infer", "cpu", "fp32")
 
 
 def test_jax_auto_donation_stays_off_where_it_was_measured_wrong() -> None:
     """auto does not donate at bf16 on a GPU (non-finite gradients on the H200) and says why; an explicit true still donates."""
     add_paths("jax")
-    from bench_jax.options import donate, donation_declined, engine_options
+    from bench_jax.options import JaxOptions, donate, donation_declined
 
-    auto = engine_options({})
+    auto = JaxOptions.of({})
     assert not donate(auto, True, "train", "cuda", "bf16")
     assert donate(auto, True, "train", "cuda", "tf32") and donate(auto, True, "train", "cpu", "bf16")
     assert "non-finite" in (donation_declined(auto, True, "train", "cuda", "bf16") or "")
     assert donation_declined(auto, True, "train", "cuda", "tf32") is None
-    forced = engine_options({"engine_options": {"donate": True}})
+    forced = JaxOptions.of({"donate": True})
     assert donate(forced, True, "train", "cuda", "bf16") and donation_declined(forced, True, "train", "cuda", "bf16") is None
 
 
@@ -73,28 +77,29 @@ def test_tensorflow_switches_resolve_over_the_defaults() -> None:
     add_paths("tensorflow")
     from bench_engine.api import UnsupportedError
     from bench_tensorflow.options import resolve_switches
+    from tests.conftest import run_spec
 
-    optimized = resolve_switches({"path": "optimized", "engine_options": {}})
+    optimized = resolve_switches(run_spec(path="optimized"))
     assert (optimized.xla, optimized.compile_function, optimized.steps_per_dispatch) == (True, True, "auto")
-    baseline = resolve_switches({"path": "baseline"})
+    baseline = resolve_switches(run_spec(path="baseline"))
     assert (baseline.xla, baseline.compile_function) == (False, True)
-    assert not resolve_switches({"path": "optimized", "engine_options": {"xla": False, "tf_function": False}}).compile_function
+    assert not resolve_switches(run_spec(path="optimized", engine_options={"xla": False, "tf_function": False})).compile_function
     with pytest.raises(UnsupportedError, match="tf_function"):  # a combination the schema cannot express
-        resolve_switches({"path": "optimized", "engine_options": {"tf_function": False}})
+        resolve_switches(run_spec(path="optimized", engine_options={"tf_function": False}))
 
 
 def test_jax_command_buffers_auto_on_the_optimized_path_where_a_gpu_may_run_it() -> None:
     """auto adds XLA's command buffers over convolutions and loops on the optimized path (device cuda or auto), never on a CPU."""
     add_paths("jax")
-    from bench_jax.options import command_buffer_flags, engine_options
+    from bench_jax.options import JaxOptions, command_buffer_flags
 
-    auto = engine_options({})
+    auto = JaxOptions.of({})
     flag = command_buffer_flags(auto, "optimized", "cuda")
     assert flag.startswith("--xla_gpu_enable_command_buffer=") and {"CONVOLUTION", "WHILE", "FUSION"} <= set(flag.split("=")[1].split(","))
     assert command_buffer_flags(auto, "optimized", "auto") == flag
     assert command_buffer_flags(auto, "optimized", "cpu") == "" and command_buffer_flags(auto, "baseline", "cuda") == ""
-    assert command_buffer_flags(engine_options({"engine_options": {"command_buffers": False}}), "optimized", "cuda") == ""
-    assert command_buffer_flags(engine_options({"engine_options": {"command_buffers": True}}), "baseline", "cuda") == flag
+    assert command_buffer_flags(JaxOptions.of({"command_buffers": False}), "optimized", "cuda") == ""
+    assert command_buffer_flags(JaxOptions.of({"command_buffers": True}), "baseline", "cuda") == flag
 
 
 def test_jax_configure_process_puts_the_users_xla_flags_last(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -104,22 +109,23 @@ def test_jax_configure_process_puts_the_users_xla_flags_last(monkeypatch: pytest
     from bench_jax.options import COMMAND_BUFFER_FLAG, command_buffers_switch
 
     monkeypatch.setenv("XLA_FLAGS", "--xla_dump_to=/nowhere")
-    added = configure_process({"path": "optimized", "device": "cuda", "parity": {"devices": 1}})
+    from tests.conftest import run_spec
+
+    added = configure_process(run_spec(path="optimized", device="cuda"))
     import os
 
     assert added == COMMAND_BUFFER_FLAG and os.environ["XLA_FLAGS"] == f"--xla_dump_to=/nowhere {COMMAND_BUFFER_FLAG}"
-    assert command_buffers_switch(added, os.environ["XLA_FLAGS"], "cuda")["applied"] is True
-    assert command_buffers_switch(added, os.environ["XLA_FLAGS"], "cpu")["applied"] is False
+    assert command_buffers_switch(added, os.environ["XLA_FLAGS"], "cuda").applied is True
+    assert command_buffers_switch(added, os.environ["XLA_FLAGS"], "cpu").applied is False
 
     monkeypatch.delenv("XLA_FLAGS")
     user = "--xla_gpu_enable_command_buffer=FUSION"
-    added = configure_process({"path": "optimized", "device": "cuda", "parity": {"devices": 1},
-                               "engine_options": {"xla_flags": user}})
+    added = configure_process(run_spec(path="optimized", device="cuda", engine_options={"xla_flags": user}))
     assert os.environ["XLA_FLAGS"] == f"{COMMAND_BUFFER_FLAG} {user}"
     switch = command_buffers_switch(added, os.environ["XLA_FLAGS"], "cuda")
-    assert switch["applied"] is False and user in switch["detail"]
+    assert switch.applied is False and user in switch.detail
 
     monkeypatch.delenv("XLA_FLAGS")
-    added = configure_process({"path": "baseline", "device": "cuda", "parity": {"devices": 1}})
+    added = configure_process(run_spec(path="baseline", device="cuda"))
     assert added == "" and "XLA_FLAGS" not in os.environ
-    assert command_buffers_switch(added, "", "cuda") == {"applied": False, "detail": "XLA's default command buffer types (no convolutions or loops)"}
+    assert command_buffers_switch(added, "", "cuda") == (False, "XLA's default command buffer types (no convolutions or loops)")

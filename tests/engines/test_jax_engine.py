@@ -343,7 +343,9 @@ def test_precision_policy() -> None:
     class _OldGpu:
         compute_capability = "7.0"
 
-    assert precision_policy("fp32", "cuda", [_Gpu()]).report() == {
+    from bench_engine.report import as_json
+
+    assert as_json(precision_policy("fp32", "cuda", [_Gpu()]).report()) == {
         "name": "fp32", "compute_dtype": "float32", "param_dtype": "float32",
         "tf32_matmul": False, "tf32_conv": False, "loss_scaling": False}
     assert precision_policy("fp32", "cuda", [_Gpu()]).highest
@@ -352,7 +354,7 @@ def test_precision_policy() -> None:
     for kind, devices in (("cuda", [_OldGpu()]), ("cpu", [])):  # no TF32 tensor cores before Ampere, none on CPU
         with pytest.raises(UnsupportedError, match="tf32"):
             precision_policy("tf32", kind, devices)
-    assert precision_policy("bf16", "cpu", []).report()["compute_dtype"] == "bfloat16"
+    assert precision_policy("bf16", "cpu", []).report().compute_dtype == "bfloat16"
     with pytest.raises(UnsupportedError, match="fp16"):
         precision_policy("fp16", "cuda", [_Gpu()])
 
@@ -487,17 +489,17 @@ def test_several_steps_per_dispatch_run(run: Any) -> None:
 def test_steps_per_dispatch_auto_fits_on_a_gpu_only() -> None:
     """auto (the default) fits K to the timed blocks when the kind is a GPU (told, not needed), stays 1 on a CPU,
     on several devices, the baseline, host data and inference; an integer wins."""
-    from bench_jax.options import engine_options, optimizations, steps_per_dispatch
+    from bench_engine.schedule import Schedule
+    from bench_jax.options import JaxOptions, optimizations, steps_per_dispatch
     from bench_jax.step import StepConfig
 
     # 50 steps an epoch of 8, 2 epochs, warmup 10, windows of 20: timed blocks 20 20 | 20 20 10
-    spec = {"parity": {"batch": {"per_device": 8}, "warmup_steps": 10, "epochs": 2, "steps_per_epoch": 50},
-            "measurement": {"window_steps": 20}}
+    plan = Schedule(per_device=8, steps_per_epoch=50, epochs=2, warmup_steps=10, window_steps=20)
     train = StepConfig(mode="train", full_step=True, donate=True, device_data=True, size=8)
 
     def choose(kind: str = "cuda", options: dict[str, Any] | None = None, **changes: Any) -> Any:
         config = StepConfig(**{**train.__dict__, **changes})
-        return steps_per_dispatch(engine_options({"engine_options": options or {}}), config, kind, spec, 400)
+        return steps_per_dispatch(JaxOptions.of(options or {}), config, kind, plan, 400)
 
     fitted = choose()
     assert (fitted.steps, fitted.reason) == (10, "auto: K=10 fitted to the timing blocks (9 calls for 90 timed steps)")
@@ -509,11 +511,12 @@ def test_steps_per_dispatch_auto_fits_on_a_gpu_only() -> None:
     explicit = {"steps_per_dispatch": 4}
     assert (choose("cpu", explicit).steps, choose(options=explicit, world=2).steps, choose(options=explicit, mode="infer").steps) == (4, 4, 1)
     switch = optimizations(train, "", "cuda", None, fitted)["steps_per_dispatch"]
-    assert switch["applied"] and switch["detail"].startswith("10 full SGD steps per jitted call (auto: K=10 fitted")
-    assert optimizations(train, "", "cpu", None, on_cpu)["steps_per_dispatch"] == {"applied": False, "detail": on_cpu.reason}
+    assert switch.applied and switch.detail.startswith("10 full SGD steps per jitted call (auto: K=10 fitted")
+    assert optimizations(train, "", "cpu", None, on_cpu)["steps_per_dispatch"] == (False, on_cpu.reason)
 
 
 def test_planned_calls_follow_the_harness_schedule(make_spec: Any) -> None:
+    from bench_engine.contract import RunSpec
     from bench_jax.workload import planned_calls
 
     spec = make_spec("jax", batch=8, steps_per_epoch=5, epochs=2, warmup=3, drop_last=False)
@@ -521,8 +524,9 @@ def test_planned_calls_follow_the_harness_schedule(make_spec: Any) -> None:
     # epoch 1: warmup [8 8 8] -> 3 singles (queue of 3 < 4 flushed at the sync); window [8 partial]
     # epoch 2: window [8 8 8 8] -> one call of 4; window [partial]
     samples = 8 * 4 + 5
-    assert planned_calls(spec, samples, 1, 4) == {(8, 1), (5, 1), (8, 4)}
-    assert planned_calls(spec, samples, 1, 1) == {(8, 1), (5, 1)}
+    plan = RunSpec.from_json(spec).schedule
+    assert planned_calls(plan, samples, 1, 4) == {(8, 1), (5, 1), (8, 4)}
+    assert planned_calls(plan, samples, 1, 1) == {(8, 1), (5, 1)}
 
 
 def test_several_steps_per_call_equal_single_steps_in_float64() -> None:
@@ -570,15 +574,16 @@ def test_cudnn_is_initialised_before_command_buffers_on_a_gpu_only(monkeypatch: 
     """With command buffers on a GPU, cuDNN gets one convolution outside any capture first (a cached executable
     crashed without it on the H200); not on a CPU, not without command buffers. The warm-up itself runs on a CPU."""
     from bench_jax import dnn, prepare
-    from bench_jax.options import engine_options
+    from bench_jax.options import JaxOptions
+    from tests.conftest import run_spec
 
     called: list[list[Any]] = []
     monkeypatch.setattr(prepare.dnn, "initialise_dnn", lambda devices: called.append(devices))
-    spec = {"path": "optimized", "device": "auto"}
-    assert prepare.ready_for_command_buffers(engine_options({}), spec, "cuda", ["gpu0"]).startswith("--xla_gpu_enable_command_buffer=")
+    spec = run_spec(path="optimized", device="auto")
+    assert prepare.ready_for_command_buffers(JaxOptions.of({}), spec, "cuda", ["gpu0"]).startswith("--xla_gpu_enable_command_buffer=")
     assert called == [["gpu0"]]
-    assert prepare.ready_for_command_buffers(engine_options({}), spec, "cpu", ["cpu0"]) and called == [["gpu0"]]
-    off = engine_options({"engine_options": {"command_buffers": False}})
+    assert prepare.ready_for_command_buffers(JaxOptions.of({}), spec, "cpu", ["cpu0"]) and called == [["gpu0"]]
+    off = JaxOptions.of({"command_buffers": False})
     assert prepare.ready_for_command_buffers(off, spec, "cuda", ["gpu0"]) == "" and called == [["gpu0"]]
     monkeypatch.undo()
     dnn.initialise_dnn(jax.devices("cpu")[:1])

@@ -119,27 +119,28 @@ def test_sigterm_stops_a_hanging_driver_and_writes_the_result(make_spec, tmp_pat
 @pytest.mark.parametrize("precision,cuda,expected", [("fp32", False, "fp32"), ("tf32", False, "tf32")])
 def test_precision_name_from_what_opennn_reports(precision, cuda, expected):
     sys.path.insert(0, str(REPO / "images" / "opennn"))
-    from bench_opennn.adapter import _precision
+    from bench_opennn.results import precision_of
 
-    spec = {"parity": {"precision": precision}}
     applied = {"training_type": "float32", "observed_compute_dtype": "float32", "tf32_matmul": "0", "tf32_conv": "0"}
-    assert _precision(spec, cuda, applied)["name"] == expected
+    assert precision_of(precision, cuda, applied).name == expected
     # on CUDA, OpenNN's float32 with TF32 math is bench's tf32, whatever was asked
-    assert _precision({"parity": {"precision": "fp32"}}, True, {**applied, "tf32_matmul": "1", "tf32_conv": "1"})["name"] == "tf32"
-    assert _precision({"parity": {"precision": "bf16"}}, True, {**applied, "training_type": "bfloat16"})["name"] == "bf16"
+    assert precision_of("fp32", True, {**applied, "tf32_matmul": "1", "tf32_conv": "1"}).name == "tf32"
+    assert precision_of("bf16", True, {**applied, "training_type": "bfloat16"}).name == "bf16"
 
 
 def test_graph_path_refuses_blocks_shorter_than_a_graph_group(make_spec):
     sys.path.insert(0, str(REPO / "images" / "opennn"))
     from bench_opennn.plan import Switches, UnsupportedSchedule, check_schedule
 
+    from bench_engine.contract import RunSpec
+
     spec = make_spec("opennn", batch=4, steps_per_epoch=24, warmup=8)  # 96 samples
     spec["measurement"]["window_steps"] = 8
-    check_schedule(spec, 96, Switches(cuda_graph=True, gpu_resident=True))  # blocks of 8, 8, 8
+    check_schedule(RunSpec.from_json(spec), 96, Switches(cuda_graph=True, gpu_resident=True))  # blocks of 8, 8, 8
     spec["measurement"]["window_steps"] = 3
     with pytest.raises(UnsupportedSchedule, match="at least 8 steps"):
-        check_schedule(spec, 96, Switches(cuda_graph=True, gpu_resident=True))
-    check_schedule(spec, 96, Switches(cuda_graph=False, gpu_resident=True))  # eager: any block
+        check_schedule(RunSpec.from_json(spec), 96, Switches(cuda_graph=True, gpu_resident=True))
+    check_schedule(RunSpec.from_json(spec), 96, Switches(cuda_graph=False, gpu_resident=True))  # eager: any block
 
 
 def test_shared_init_round_trips_through_opennn_layouts():
@@ -172,9 +173,10 @@ def test_shared_init_round_trips_through_opennn_layouts():
 def _recorded_events(path: Path, spec: dict, losses: list[str]) -> None:
     """An events file as the driver writes it (images/opennn/driver/main.cpp), one line per harness block."""
     from bench_engine.harness import timing_blocks
+    from bench_engine.schedule import Schedule
 
     lines = ["applied trainable_parameters 23528522"]
-    blocks = list(timing_blocks(spec, spec["parity"]["dataset"]["samples"]))
+    blocks = list(timing_blocks(Schedule.from_json(spec), spec["parity"]["dataset"]["samples"]))
     assert len(blocks) == len(losses)
     for block, loss in zip(blocks, losses, strict=True):
         samples = sum(step.size for step in block.steps)
@@ -186,8 +188,8 @@ def _recorded_events(path: Path, spec: dict, losses: list[str]) -> None:
 def test_block_losses_come_from_the_recorded_driver_events(make_spec, tmp_path):
     """The seed protocol's shape (warmup block, then multi-step windows): OpenNN has block means but no per-step losses."""
     sys.path.insert(0, str(REPO / "images" / "opennn"))
-    from bench_opennn.adapter import _contract_fields, block_losses
     from bench_opennn.events import parse_events
+    from bench_opennn.results import block_losses, first_losses
 
     from tests.parity_docs import check_block_losses
 
@@ -199,8 +201,7 @@ def test_block_losses_come_from_the_recorded_driver_events(make_spec, tmp_path):
     measurements: dict = {"block_losses": block_losses(events)}
     assert measurements["block_losses"] == [2.302585, 2.2871, 2.2790, 2.2613, 2.25]
     assert check_block_losses(spec, measurements) == []
-    _contract_fields(spec, events, {}, measurements, "a" * 64)
-    assert measurements["losses"] == []  # blocks of several steps: no per-step record, only block means
+    assert first_losses(events) == []  # blocks of several steps: no per-step record, only block means
     _recorded_events(events_file, spec, ["2.302585", "2.2871", "nan", "2.2613", "2.2500"])  # a diverged block
     [mismatch] = check_block_losses(spec, {"block_losses": block_losses(parse_events(events_file))})
     assert mismatch["field"] == "measurements.block_losses" and "block 2" in mismatch["actual"]

@@ -146,20 +146,21 @@ def test_wrong_dataset_hash_is_bad_spec(make_spec: Any, run_engine: Any) -> None
 
 def test_plan_resolves_auto_per_device() -> None:
     from bench_pytorch.options import resolve_plan
+    from tests.conftest import run_spec
 
-    cpu = resolve_plan({"path": "optimized", "engine_options": {}}, cuda=False)
+    cpu = resolve_plan(run_spec(path="optimized"), cuda=False)
     assert (cpu.compile, cpu.cuda_graphs, cpu.channels_last, cpu.fused_optimizer) == (False, False, False, False)
-    assert cpu.optimizations["cuda_graphs"]["applied"] is False
-    assert cpu.optimizations["cuda_graphs"]["detail"].endswith("cpu: CUDA graphs need CUDA")
-    gpu = resolve_plan({"path": "optimized", "engine_options": {}}, cuda=True)
+    assert cpu.optimizations["cuda_graphs"].applied is False
+    assert cpu.optimizations["cuda_graphs"].detail.endswith("cpu: CUDA graphs need CUDA")
+    gpu = resolve_plan(run_spec(path="optimized"), cuda=True)
     assert (gpu.compile, gpu.cuda_graphs, gpu.channels_last, gpu.fused_optimizer) == (True, True, True, True)
-    assert all(gpu.optimizations[k]["applied"] for k in ("compile", "cuda_graphs", "channels_last"))
-    base = resolve_plan({"path": "baseline", "engine_options": {"compile": True}}, cuda=True)
+    assert all(gpu.optimizations[k].applied for k in ("compile", "cuda_graphs", "channels_last"))
+    base = resolve_plan(run_spec(path="baseline", engine_options={"compile": True}), cuda=True)
     assert not (base.compile or base.cuda_graphs or base.channels_last)
-    own_graphs = resolve_plan({"path": "optimized", "engine_options": {"compile_mode": "reduce-overhead"}}, cuda=True)
+    own_graphs = resolve_plan(run_spec(path="optimized", engine_options={"compile_mode": "reduce-overhead"}), cuda=True)
     assert own_graphs.compile and not own_graphs.cuda_graphs
-    forced = resolve_plan({"path": "optimized", "engine_options": {"cuda_graphs": True}}, cuda=False)
-    assert not forced.cuda_graphs and "cpu" in forced.optimizations["cuda_graphs"]["detail"]
+    forced = resolve_plan(run_spec(path="optimized", engine_options={"cuda_graphs": True}), cuda=False)
+    assert not forced.cuda_graphs and "cpu" in forced.optimizations["cuda_graphs"].detail
 
 
 def test_train_step_learns_and_handles_odd_batches() -> None:

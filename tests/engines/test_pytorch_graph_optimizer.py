@@ -26,9 +26,13 @@ PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
 SEED = Path(__file__).resolve().parents[2] / "scenarios" / "opennn_seed.yaml"
 
 
-def spec(optimizer: str, precision: str, **options: Any) -> dict[str, Any]:
-    return {"path": "optimized", "engine_options": options,
-            "parity": {"mode": "train", "precision": precision, "optimizer": SETTINGS[optimizer], "devices": 1}}
+def spec(optimizer: str, precision: str, **options: Any) -> Any:
+    from bench_engine.contract import RunSpec
+    from tests.conftest import spec_doc
+
+    doc = spec_doc(path="optimized", engine_options=options, parity={"mode": "train", "precision": precision, "devices": 1})
+    doc["parity"]["optimizer"] = SETTINGS[optimizer]
+    return RunSpec.from_json(doc)
 
 
 def build(optimizer: str, fused: bool, capturable: bool) -> Any:
@@ -105,9 +109,9 @@ def test_every_plan_on_cuda_captures_with_a_capturable_optimizer(optimizer: str,
     from bench_pytorch.options import resolve_plan
 
     plan = resolve_plan(spec(optimizer, precision), cuda=True)
-    assert plan.cuda_graphs and plan.optimizations["cuda_graphs"]["applied"]
+    assert plan.cuda_graphs and plan.optimizations["cuda_graphs"].applied
     assert plan.fused_optimizer and plan.capturable_optimizer
-    detail = plan.optimizations["fused_optimizer"]["detail"]
+    detail = plan.optimizations["fused_optimizer"].detail
     assert detail.startswith(f"auto: {'Adam' if optimizer == 'adam' else 'SGD'} fused implementation")
     _, built = build(optimizer, plan.fused_optimizer, plan.capturable_optimizer)
     assert is_fused(built) and is_capturable(built)
@@ -118,8 +122,8 @@ def test_auto_graphs_fall_back_for_fp16_unfused_and_say_why() -> None:
 
     plan = resolve_plan(spec("adam", "fp16", fused_optimizer=False), cuda=True)
     assert not plan.cuda_graphs and not plan.capturable_optimizer
-    assert not plan.optimizations["cuda_graphs"]["applied"]
-    assert "unfused Adam" in plan.optimizations["cuda_graphs"]["detail"]
+    assert not plan.optimizations["cuda_graphs"].applied
+    assert "unfused Adam" in plan.optimizations["cuda_graphs"].detail
     assert resolve_plan(spec("adam", "bf16", fused_optimizer=False), cuda=True).capturable_optimizer  # foreach Adam, captured
 
 
@@ -146,7 +150,7 @@ def test_report_configuration_is_expressible_and_said_plainly() -> None:
     plan = resolve_plan(spec("adam", "tf32", **options), cuda=True)
     assert (plan.channels_last, plan.compile, plan.cuda_graphs, plan.fused_optimizer, plan.capturable_optimizer) == \
         (True, True, False, False, False)
-    said = {k: (v["applied"], v["detail"]) for k, v in plan.optimizations.items()}
+    said = {k: (v.applied, v.detail) for k, v in plan.optimizations.items()}
     assert said["cuda_graphs"] == (False, "option: off, one launch per kernel")
     assert said["fused_optimizer"] == (False, "option: Adam default (not fused; foreach on CUDA) implementation")
     assert said["compile"] == (True, "option: torch.compile(mode='default')")
@@ -227,7 +231,7 @@ def test_workload_builds_the_plans_optimizer_and_reads_it_back(tmp_path: Path, m
     from bench_pytorch.options import resolve_plan
     from tests.engines.readback_helpers import prepared_mismatches, tiny_dataset, tiny_spec
 
-    def graph_plan(spec: dict[str, Any], cuda: bool) -> Any:
+    def graph_plan(spec: Any, cuda: bool) -> Any:
         plan = resolve_plan(spec, cuda)
         plan.fused_optimizer = plan.capturable_optimizer = True  # what a CUDA plan sets; the runner stays eager on CPU
         return plan
@@ -242,4 +246,4 @@ def test_workload_builds_the_plans_optimizer_and_reads_it_back(tmp_path: Path, m
     from bench_pytorch.readback import optimizer_readback
 
     read = optimizer_readback(built[0])
-    assert (read["class"], read["fused"], read["capturable"]) == ("torch.optim.adam.Adam", True, True)
+    assert (read.class_, read.fused, read.capturable) == ("torch.optim.adam.Adam", True, True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -54,8 +55,8 @@ def test_host_placed_data_is_caught(data: tuple[Path, str], monkeypatch: pytest.
 
     real_prepare = jax_engine.JaxEngine.prepare
 
-    def prepare(self: Any, spec_: dict[str, Any], dataset: Any) -> Any:  # the split stays on the host whatever the spec says
-        host = {**spec_, "parity": {**spec_["parity"], "data_placement": "host"}}
+    def prepare(self: Any, spec_: Any, dataset: Any) -> Any:  # the split stays on the host whatever the spec says
+        host = dataclasses.replace(spec_, parity=dataclasses.replace(spec_.parity, data_placement="host"))
         return real_prepare(self, host, dataset)
 
     monkeypatch.setattr(jax_engine.JaxEngine, "prepare", prepare)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -54,8 +55,8 @@ def test_device_placed_data_against_a_host_spec_is_caught(data: tuple[Path, str]
 
     real_prepare = tf_engine.TensorFlowEngine.prepare
 
-    def prepare(self: Any, spec_: dict[str, Any], dataset: Any) -> Any:  # resident whatever the spec says
-        return real_prepare(self, {**spec_, "parity": {**spec_["parity"], "data_placement": "device"}}, dataset)
+    def prepare(self: Any, spec_: Any, dataset: Any) -> Any:  # resident whatever the spec says
+        return real_prepare(self, dataclasses.replace(spec_, parity=dataclasses.replace(spec_.parity, data_placement="device")), dataset)
 
     monkeypatch.setattr(tf_engine.TensorFlowEngine, "prepare", prepare)
     assert prepared_mismatches(engine(), spec(data)) == ["data_placement"]

@@ -254,10 +254,11 @@ def test_xla_step_slices_resident_data_at_runtime() -> None:
     assert "dynamic-slice" in hlo  # a constant-folded tf.slice would recompile for every start
 
 
-def _loop_spec(steps_per_epoch: int, batch: int, window: int, epochs: int = 2, warmup: int = 1) -> dict[str, Any]:
-    """The fields of a spec the harness's schedule reads."""
-    parity = {"batch": {"per_device": batch}, "warmup_steps": warmup, "epochs": epochs, "steps_per_epoch": steps_per_epoch}
-    return {"parity": parity, "measurement": {"window_steps": window}}
+def _loop_spec(steps_per_epoch: int, batch: int, window: int, epochs: int = 2, warmup: int = 1) -> Any:
+    """What the harness's schedule reads of a spec."""
+    from bench_engine.schedule import Schedule
+
+    return Schedule(per_device=batch, steps_per_epoch=steps_per_epoch, epochs=epochs, warmup_steps=warmup, window_steps=window)
 
 
 def test_several_steps_per_call_equal_single_steps_in_float64() -> None:
@@ -349,7 +350,7 @@ def test_steps_per_dispatch_applies_to_the_whole_xla_step_on_device_data_only() 
 
     def choose(value: Any = OPTION_DEFAULTS["steps_per_dispatch"], kind: str = "cuda", **changes: Any) -> Any:
         where = {"train": True, "xla": True, "resident": True, "world": 1, **changes}
-        return steps_per_dispatch(value, kind=kind, spec=spec, samples=400, **where)
+        return steps_per_dispatch(value, kind=kind, plan=spec, samples=400, **where)
 
     fitted = choose()
     assert OPTION_DEFAULTS["steps_per_dispatch"] == "auto"
@@ -361,9 +362,8 @@ def test_steps_per_dispatch_applies_to_the_whole_xla_step_on_device_data_only() 
         assert choose(4, **changes).steps == 1 and choose(**changes).steps == 1
     assert "several devices" in choose(world=2).reason and "device-resident" in choose(resident=False).reason
     switch = optimizations(True, True, "float32", True, False, False, fitted)["steps_per_dispatch"]
-    assert switch["applied"] and switch["detail"].startswith("10 full SGD steps per XLA call (auto: K=10 fitted")
-    assert optimizations(True, True, "float32", True, False, False, on_cpu)["steps_per_dispatch"] == {
-        "applied": False, "detail": on_cpu.reason}
+    assert switch.applied and switch.detail.startswith("10 full SGD steps per XLA call (auto: K=10 fitted")
+    assert optimizations(True, True, "float32", True, False, False, on_cpu)["steps_per_dispatch"] == (False, on_cpu.reason)
 
 
 def test_fp16_loss_scaling_unscales_before_coupled_l2() -> None:
@@ -509,19 +509,22 @@ def test_prepare_refuses_what_it_cannot_do(make_spec: Any) -> None:
     if tf.config.list_physical_devices("GPU"):
         pytest.skip("a GPU is visible")
     data = Dataset(images=np.zeros((96, 32, 32, 3), np.uint8), labels=np.zeros(96, np.int32), sha256="0" * 64)
+    from bench_engine.contract import RunSpec
+
     engine = TensorFlowEngine()
-    spec = make_spec("tensorflow", precision="tf32", batch=4, steps_per_epoch=1)
-    assert engine.environment(spec)["device_kind"] == "cpu"
+    doc = make_spec("tensorflow", precision="tf32", batch=4, steps_per_epoch=1)
+    assert engine.environment(RunSpec.from_json(doc)).device_kind == "cpu"
     with pytest.raises(UnsupportedError, match="tf32"):
-        engine.prepare(spec, data)
+        engine.prepare(RunSpec.from_json(doc), data)
     with pytest.raises(UnsupportedError, match="tf_function"):
-        engine.prepare(make_spec("tensorflow", batch=4, steps_per_epoch=1, options={"xla": True, "tf_function": False}), data)
+        engine.prepare(RunSpec.from_json(make_spec("tensorflow", batch=4, steps_per_epoch=1, options={"xla": True, "tf_function": False})),
+                       data)
     small = Dataset(images=np.zeros((96, 16, 16, 3), np.uint8), labels=np.zeros(96, np.int32), sha256="0" * 64)
     with pytest.raises(DatasetError, match="16, 16, 3"):
-        engine.prepare(make_spec("tensorflow", batch=4, steps_per_epoch=1), small)
-    spec["device"] = "cuda"
+        engine.prepare(RunSpec.from_json(make_spec("tensorflow", batch=4, steps_per_epoch=1)), small)
+    doc["device"] = "cuda"
     with pytest.raises(UnsupportedError, match="GPU"):
-        TensorFlowEngine().environment(spec)
+        TensorFlowEngine().environment(RunSpec.from_json(doc))
 
 
 def test_wrong_dataset_hash_is_bad_spec(make_spec: Any, run_engine: Any) -> None:

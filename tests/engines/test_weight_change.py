@@ -41,7 +41,7 @@ def test_mismatched_or_non_finite_inputs_are_refused() -> None:
 
 def test_opennn_reads_the_parameter_slots_of_its_dumps(tmp_path: Path) -> None:
     sys.path.insert(0, str(REPO / "images" / "opennn"))
-    from bench_opennn.adapter import moved_weights
+    from bench_opennn.sharedinit import moved_weights
 
     layout = [("param", "stem_conv", 0, 0, (2, 2)), ("param", "classifier", 0, 16, (3,)), ("state", "stem_conv", 0, 0, (2,))]
     before = np.zeros(32, dtype="<f4")

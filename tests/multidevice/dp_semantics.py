@@ -26,7 +26,13 @@ def _data():
 
 
 def _spec():
-    return {"parity": {"batch": {"per_device": SHARE, "drop_last": True}, "devices": WORLD, "steps_per_epoch": STEPS}}
+    """The example run spec over WORLD devices, SHARE samples each, STEPS steps an epoch."""
+    from bench_engine.contract import RunSpec
+
+    doc = json.loads((REPO / "tests" / "fixtures" / "example-run-spec.json").read_text())
+    doc["parity"]["batch"].update(per_device=SHARE, drop_last=True)
+    doc["parity"].update(devices=WORLD, steps_per_epoch=STEPS)
+    return RunSpec.from_json(doc)
 
 
 def check_jax() -> dict:

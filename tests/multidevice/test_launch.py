@@ -19,15 +19,17 @@ import numpy as np
 import pytest
 
 from bench_engine.api import StepBatch, UnsupportedError
+from bench_engine.contract import EngineResult, RunSpec
 from bench_engine.launch import merge_results
 from bench_engine.shards import plan_shards, stacked_shards
+from tests.conftest import run_spec
 
 REPO = Path(__file__).resolve().parents[2]
 FAKE = Path(__file__).parent / "fake_dp"
 
 
-def _spec(samples: int, per_device: int, world: int, steps: int, drop_last: bool = True) -> dict[str, Any]:
-    return {"parity": {"batch": {"per_device": per_device, "drop_last": drop_last}, "devices": world, "steps_per_epoch": steps}}
+def _spec(samples: int, per_device: int, world: int, steps: int, drop_last: bool = True) -> RunSpec:
+    return run_spec(parity={"batch": {"per_device": per_device, "drop_last": drop_last}, "devices": world, "steps_per_epoch": steps})
 
 
 def test_shard_plan_takes_contiguous_shares_of_every_global_batch() -> None:
@@ -59,7 +61,7 @@ def _doc(rank: int, windows: list[list[float]], setup: float, start_wall: float,
 def test_merge_takes_the_slowest_worker_of_every_window() -> None:
     rank0 = _doc(0, [[1, 16, 1.0], [2, 32, 3.0]], setup=2.0, start_wall=100.5, warmup=5.0)
     rank1 = _doc(1, [[1, 16, 1.5], [2, 32, 2.0]], setup=1.0, start_wall=100.2, warmup=6.0)
-    merged = merge_results([rank0, rank1], launch_wall=100.0)
+    merged = merge_results([EngineResult.from_json(rank0), EngineResult.from_json(rank1)], launch_wall=100.0).to_json()
     m = merged["measurements"]
     assert "_worker" not in merged and merged["environment"] == rank0["environment"]
     assert m["windows"] == [[1, 16, 1.5], [2, 32, 3.0]]
@@ -70,7 +72,7 @@ def test_merge_takes_the_slowest_worker_of_every_window() -> None:
     assert [w["rank"] for w in m["workers"]] == [0, 1] and m["workers"][1]["steady_time_s"] == 3.5
     rank1["work"]["samples"] = 63
     with pytest.raises(RuntimeError, match="disagree on samples"):
-        merge_results([rank0, rank1], launch_wall=100.0)
+        merge_results([EngineResult.from_json(rank0), EngineResult.from_json(rank1)], launch_wall=100.0)
 
 
 @pytest.fixture()

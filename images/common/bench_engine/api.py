@@ -4,21 +4,12 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any
 
+from bench_engine.contract import RunSpec
 from bench_engine.data import Dataset
+from bench_engine.report import EnvironmentFacts, PrecisionReport, Readback, Switches
+from bench_engine.schedule import StepBatch
 from bench_engine.weights import WeightChange
-
-
-@dataclass(frozen=True)
-class StepBatch:
-    """One step's slice of the dataset: samples ``start .. start + size`` (dataset order)."""
-
-    epoch: int
-    index: int  # step index within the epoch, from 0
-    start: int
-    size: int  # samples in this batch (smaller than the batch for a kept partial batch)
-
 
 LOSS_STEPS = 20  # K: the first K training losses go into every result (measurements.losses)
 
@@ -36,15 +27,14 @@ class Workload(ABC):
     """
 
     trainable_parameters: int
-    precision: dict[str, Any]
+    precision: PrecisionReport
     data_placement: str
-    optimizations: dict[str, dict[str, Any]] = field(default_factory=dict)
+    optimizations: Switches = field(default_factory=dict)
     # Devices the run trains on. Every StepBatch is then a global batch of per_device x world_size
     # samples; each device takes its share (bench_engine.shards).
     world_size: int = 1
-    # What the engine read back from its live objects (docs/engine-contract.md, section 2): mode, arch,
-    # num_classes, input_shape, param_dtypes, observed, optimizer, loss, init, steps_per_dispatch
-    readback: dict[str, Any] = field(default_factory=dict)
+    # What the engine read back from its live objects (docs/engine-contract.md, section 2)
+    readback: Readback = field(default_factory=Readback)
 
     @abstractmethod
     def step(self, batch: StepBatch) -> None:
@@ -92,17 +82,17 @@ class Engine(ABC):
     name: str = ""
     framework: str = ""
 
-    def processes(self, spec: dict[str, Any]) -> int:
+    def processes(self, spec: RunSpec) -> int:
         """Worker processes a run of ``spec`` needs: 1, or one per device for engines that run
         data parallelism as one process per device (bench_engine.launch starts them)."""
         return 1
 
     @abstractmethod
-    def environment(self, spec: dict[str, Any]) -> dict[str, Any]:
-        """framework, framework_version, cuda, cudnn, driver, device_kind, devices (as seen inside)."""
+    def environment(self, spec: RunSpec) -> EnvironmentFacts:
+        """framework_version, cuda, cudnn, driver, device_kind, devices, extra (as seen inside)."""
 
     @abstractmethod
-    def prepare(self, spec: dict[str, Any], data: Dataset) -> Workload:
+    def prepare(self, spec: RunSpec, data: Dataset) -> Workload:
         """Build the model and optimizer, place the data, return the workload."""
 
     def is_out_of_memory(self, exc: BaseException) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, NamedTuple
 
 from bench_engine import schedule
@@ -162,6 +163,28 @@ class RunSpec:
             "engine_options": dict(self.engine_options), "expected": {"trainable_parameters": self.expected_parameters},
         }
 
+    @property
+    def schedule(self) -> schedule.Schedule:
+        """What the harness's step schedule reads of this spec."""
+        parity = self.parity
+        return schedule.Schedule(parity.batch.per_device, parity.steps_per_epoch, parity.epochs, parity.warmup_steps,
+                                 self.measurement.window_steps)
+
+    def init_file(self, spec_dir: str | Path | None = None) -> Path | None:
+        """The initial-weights file of a ``shared`` spec (relative to ``spec_dir``), or None for ``framework``."""
+        init = self.parity.init or {"mode": "framework"}
+        if init["mode"] != "shared":
+            return None
+        path = Path(init["file"])
+        return Path(spec_dir) / path if spec_dir is not None and not path.is_absolute() else path
+
+    def with_init_relative_to(self, spec_dir: str | Path) -> RunSpec:
+        """This spec with a relative shared initial-weights file made absolute against ``spec_dir``."""
+        path = self.init_file(spec_dir)
+        if path is None or self.parity.init is None:
+            return self
+        return replace(self, parity=replace(self.parity, init={**self.parity.init, "file": str(path)}))
+
 
 # ----------------------------------------------------------------------------- the engine result
 
@@ -185,12 +208,21 @@ def thin(windows: Sequence[Any], limit: int) -> list[Any]:
     return [windows[int(i * stride)] for i in range(limit)]
 
 
-def steady_of(windows: Sequence[Sequence[float]]) -> dict[str, Any]:
+class Steady(NamedTuple):
+    """Steady-state totals (the result's ``measurements.steady``; ``_asdict()`` is the document)."""
+
+    steps: int
+    samples: int
+    time_s: float
+    throughput: float | None
+
+
+def steady_of(windows: Sequence[Sequence[float]]) -> Steady:
     """Steady-state totals of timing windows ``[steps, samples, seconds]``."""
     steps = int(sum(w[0] for w in windows))
     samples = int(sum(w[1] for w in windows))
     seconds = float(sum(w[2] for w in windows))
-    return {"steps": steps, "samples": samples, "time_s": seconds, "throughput": (samples / seconds) if seconds > 0 else None}
+    return Steady(steps, samples, seconds, (samples / seconds) if seconds > 0 else None)
 
 
 def latency_of(windows: Sequence[Sequence[float]]) -> dict[str, float] | None:
@@ -251,6 +283,10 @@ class ResultMeasurements:
             doc["workers"] = [dict(w) for w in self.workers]
         return doc
 
+    def capped(self, limit: int) -> ResultMeasurements:
+        """At most ``limit`` timing windows kept, evenly spaced (``steady`` still totals them all)."""
+        return replace(self, windows=tuple(thin(self.windows, limit)))
+
     @classmethod
     def merge(cls, ranks: Sequence[ResultMeasurements], offsets: Sequence[float], rank_ids: Sequence[int]) -> ResultMeasurements:
         """One run's measurements from its workers' (one per device): every time is the slowest worker's.
@@ -272,12 +308,12 @@ class ResultMeasurements:
             raise RuntimeError(f"workers reported different numbers of block losses: {sorted({len(m.block_losses) for m in ranks})}")
         block_losses = tuple(sum(parts) / len(parts) for parts in zip(*(m.block_losses for m in ranks), strict=True))
         peaks = [m.peak_memory_bytes for m in ranks if m.peak_memory_bytes is not None]
-        workers = tuple({"rank": rank, "setup_s": m.setup_s + offset, "warmup_s": m.warmup_s, "steady_time_s": steady_of(m.windows)["time_s"],
+        workers = tuple({"rank": rank, "setup_s": m.setup_s + offset, "warmup_s": m.warmup_s, "steady_time_s": steady_of(m.windows).time_s,
                          "peak_memory_bytes": m.peak_memory_bytes} for rank, m, offset in zip(rank_ids, ranks, offsets, strict=True))
         return replace(
             ranks[0],
             setup_s=max(m.setup_s + offset for m, offset in zip(ranks, offsets, strict=True)),
-            warmup_s=max(m.warmup_s for m in ranks), epochs=epochs, windows=tuple(windows), steady=steady_of(windows),
+            warmup_s=max(m.warmup_s for m in ranks), epochs=epochs, windows=tuple(windows), steady=steady_of(windows)._asdict(),
             latency_ms=latency_of(windows), peak_memory_bytes=max(peaks) if peaks else None, workers=workers,
             block_losses=block_losses,
         )

@@ -10,9 +10,10 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
+
+from bench_engine.contract import Parity
 
 CANONICAL_FILES = ("images.npy", "labels.npy")
 _CHUNK = 8 << 20
@@ -82,15 +83,14 @@ def normalize(images_uint8: np.ndarray) -> np.ndarray:
     return NORMALIZED[images_uint8]
 
 
-def check_dataset(parity: dict[str, Any], data: Dataset) -> tuple[int, int, int]:
+def check_dataset(parity: Parity, data: Dataset) -> tuple[int, int, int]:
     """The split must have the spec's geometry (HWC), sample count and label range; returns the geometry."""
-    shape = parity["input"]
-    expected = (shape["height"], shape["width"], shape["channels"])
+    expected = parity.input.hwc
     if tuple(data.images.shape[1:]) != expected:
         raise DatasetError(f"dataset images are {tuple(data.images.shape[1:])} (HWC), the spec says {expected}")
-    if data.samples != parity["dataset"]["samples"]:
-        raise DatasetError(f"dataset has {data.samples} samples, the spec says {parity['dataset']['samples']}")
-    classes = parity["model"]["num_classes"]
+    if data.samples != parity.dataset.samples:
+        raise DatasetError(f"dataset has {data.samples} samples, the spec says {parity.dataset.samples}")
+    classes = parity.num_classes
     if data.samples and (int(np.min(data.labels)) < 0 or int(np.max(data.labels)) >= classes):
         raise DatasetError(f"dataset labels fall outside 0..{classes - 1}")
     return expected

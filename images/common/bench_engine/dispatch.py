@@ -19,6 +19,7 @@ from typing import Any
 
 from bench_engine.api import StepBatch
 from bench_engine.harness import timing_blocks
+from bench_engine.schedule import Schedule
 
 
 class StepQueue:
@@ -48,16 +49,16 @@ class StepQueue:
             self.single(batch)
 
 
-def planned_dispatches(spec: dict[str, Any], samples: int, group: int, world: int = 1) -> list[tuple[int, tuple[int, ...]]]:
+def planned_dispatches(plan: Schedule, samples: int, group: int, world: int = 1) -> list[tuple[int, tuple[int, ...]]]:
     """Every call the run makes, in order: (global batch size, the batch starts it takes).
 
     One start is a single step; ``group`` starts are one call of the several-step function.
     """
-    full = spec["parity"]["batch"]["per_device"] * world
+    full = plan.per_device * world
     calls: list[tuple[int, tuple[int, ...]]] = []
     queue = StepQueue(group, full, lambda batch: calls.append((batch.size, (batch.start,))),
                       lambda batches: calls.append((full, tuple(batch.start for batch in batches))))
-    for block in timing_blocks(spec, samples, world):
+    for block in timing_blocks(plan, samples, world):
         for batch in block.steps:
             queue.push(batch)
         queue.flush()
@@ -83,13 +84,13 @@ class DispatchChoice:
     reason: str
 
 
-def timed_calls(spec: dict[str, Any], samples: int, group: int, world: int = 1) -> tuple[int, int]:
+def timed_calls(plan: Schedule, samples: int, group: int, world: int = 1) -> tuple[int, int]:
     """(framework calls, steps) over the timed blocks (warmup excluded) with ``group`` steps per call.
 
     Each block is replayed through :class:`StepQueue` and flushed at its end, as the harness's sync does.
     """
-    full = spec["parity"]["batch"]["per_device"] * world
-    blocks = Counter(tuple(b.size for b in block.steps) for block in timing_blocks(spec, samples, world) if not block.warmup)
+    full = plan.per_device * world
+    blocks = Counter(tuple(b.size for b in block.steps) for block in timing_blocks(plan, samples, world) if not block.warmup)
     calls = sum(_calls_of(sizes, group, full) * repeats for sizes, repeats in blocks.items())
     return calls, sum(len(sizes) * repeats for sizes, repeats in blocks.items())
 
@@ -104,15 +105,15 @@ def _calls_of(sizes: tuple[int, ...], group: int, full: int) -> int:
     return len(calls)
 
 
-def auto_steps_per_dispatch(spec: dict[str, Any], samples: int, world: int = 1, cap: int = AUTO_CAP) -> DispatchChoice:
+def auto_steps_per_dispatch(plan: Schedule, samples: int, world: int = 1, cap: int = AUTO_CAP) -> DispatchChoice:
     """The K in 1..``cap`` making the fewest calls over the timed blocks; a tie goes to the smaller K."""
-    counted = {group: timed_calls(spec, samples, group, world) for group in range(1, cap + 1)}
+    counted = {group: timed_calls(plan, samples, group, world) for group in range(1, cap + 1)}
     best = min(counted, key=lambda group: (counted[group][0], group))
     calls, steps = counted[best]
     return DispatchChoice(best, f"auto: K={best} fitted to the timing blocks ({calls} calls for {steps} timed steps)")
 
 
-def choose_steps_per_dispatch(value: Any, *, blocked: str | None, kind: str, spec: dict[str, Any], samples: int,
+def choose_steps_per_dispatch(value: int | str, *, blocked: str | None, kind: str, plan: Schedule, samples: int,
                               world: int = 1) -> DispatchChoice:
     """The option resolved: ``blocked`` (the engine's reason it cannot loop) gives 1; an integer wins; else auto.
 
@@ -129,4 +130,4 @@ def choose_steps_per_dispatch(value: Any, *, blocked: str | None, kind: str, spe
         return DispatchChoice(1, "auto: 1 (cpu: XLA's CPU while loop runs a step ~4x slower than one call per step)")
     if kind not in LOOP_KINDS:
         return DispatchChoice(1, f"auto: 1 (device kind {kind}: auto loops on {', '.join(LOOP_KINDS)} only)")
-    return auto_steps_per_dispatch(spec, samples, world)
+    return auto_steps_per_dispatch(plan, samples, world)

@@ -20,12 +20,12 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import NamedTuple
 
 from bench_engine.api import StepBatch, Workload
-from bench_engine.contract import latency_of, steady_of
+from bench_engine.contract import ResultMeasurements, Steady, Window, latency_of, steady_of
 from bench_engine.progress import Heartbeat, current
-from bench_engine.schedule import batches_of_epoch, epoch_samples
+from bench_engine.schedule import Schedule, batches_of_epoch, epoch_samples
 
 
 @dataclass(frozen=True)
@@ -38,18 +38,17 @@ class Block:
     last_of_epoch: bool
 
 
-def timing_blocks(spec: dict[str, Any], samples: int, world_size: int = 1) -> Iterator[Block]:
+def timing_blocks(plan: Schedule, samples: int, world_size: int = 1) -> Iterator[Block]:
     """Every block of the run in order: the warmup steps, then windows of ``window_steps``.
 
-    The one schedule of the harness; engines read it to know in advance which step shapes a run
-    will dispatch (so they can compile them all during setup, never inside the steady state).
+    The one schedule of the harness (``RunSpec.schedule``); engines read it to know in advance which
+    step shapes a run will dispatch (so they can compile them all during setup, never inside the steady state).
     """
-    parity = spec["parity"]
-    batch = parity["batch"]["per_device"] * world_size
-    window = spec["measurement"]["window_steps"]
-    warmup_left = parity["warmup_steps"]
-    for epoch in range(1, parity["epochs"] + 1):
-        steps = batches_of_epoch(epoch, samples, batch, parity["steps_per_epoch"])
+    batch = plan.per_device * world_size
+    window = plan.window_steps
+    warmup_left = plan.warmup_steps
+    for epoch in range(1, plan.epochs + 1):
+        steps = batches_of_epoch(epoch, samples, batch, plan.steps_per_epoch)
         position = 0
         if warmup_left:
             block = steps[:warmup_left]
@@ -62,14 +61,23 @@ def timing_blocks(spec: dict[str, Any], samples: int, world_size: int = 1) -> It
             yield Block(epoch, False, block, position >= len(steps))
 
 
+class EpochTime(NamedTuple):
+    """One finished epoch (``measurements.epochs``; ``_asdict()`` is the document)."""
+
+    epoch: int
+    steps: int
+    samples: int
+    time_s: float
+
+
 @dataclass
 class Measurements:
     """What the harness measured; partial measurements survive a failure."""
 
     warmup_s: float = 0.0
     warmup_steps: int = 0
-    epochs: list[dict[str, Any]] = field(default_factory=list)
-    windows: list[list[float]] = field(default_factory=list)
+    epochs: list[EpochTime] = field(default_factory=list)
+    windows: list[Window] = field(default_factory=list)
     steps_done: int = 0
     samples_done: int = 0
     epochs_done: int = 0
@@ -79,24 +87,33 @@ class Measurements:
     losses: list[float] = field(default_factory=list)  # the first LOSS_STEPS training losses
     block_losses: list[float] = field(default_factory=list)  # the mean training loss of each block, in order
 
-    def steady(self) -> dict[str, Any]:
+    def steady(self) -> Steady:
         return steady_of(self.windows)
 
     def latency_ms(self) -> dict[str, float] | None:
         """Per-batch latency percentiles from windows of one step each (inference)."""
         return latency_of(self.windows)
 
+    def result(self, setup_s: float, peak_memory_bytes: int | None) -> ResultMeasurements:
+        """The result's measurements block (every window kept: the writer caps them)."""
+        return ResultMeasurements(
+            setup_s=setup_s, warmup_s=self.warmup_s, warmup_steps=self.warmup_steps, steady=self.steady()._asdict(),
+            epochs=tuple(e._asdict() for e in self.epochs), windows=tuple(self.windows), latency_ms=self.latency_ms(),
+            peak_memory_bytes=peak_memory_bytes, final_loss=self.final_loss, loss_first=self.loss_first,
+            losses=tuple(self.losses), block_losses=tuple(self.block_losses),
+        )
 
-def run_harness(workload: Workload, spec: dict[str, Any], samples: int, measured: Measurements,
+
+def run_harness(workload: Workload, plan: Schedule, samples: int, measured: Measurements,
                 heartbeat: Heartbeat | None = None) -> Measurements:
-    """Run every step of the spec on ``workload``, filling ``measured`` as it goes.
+    """Run every step of the schedule ``plan`` on ``workload``, filling ``measured`` as it goes.
 
     ``heartbeat`` (this process's, by default) hears the phase (warmup, timing) and every step.
     """
     beat = heartbeat or current()
     clock = time.perf_counter
     epoch_time = 0.0
-    blocks = list(timing_blocks(spec, samples, workload.world_size))
+    blocks = list(timing_blocks(plan, samples, workload.world_size))
     totals = {warmup: sum(len(b.steps) for b in blocks if b.warmup == warmup) for warmup in (True, False)}
     for block in blocks:
         name = "warmup" if block.warmup else "timing"
@@ -119,12 +136,12 @@ def run_harness(workload: Workload, spec: dict[str, Any], samples: int, measured
             if measured.loss_first is None:
                 measured.loss_first = workload.loss()
         else:
-            measured.windows.append([len(block.steps), sum(b.size for b in block.steps), elapsed])
+            measured.windows.append(Window(len(block.steps), sum(b.size for b in block.steps), elapsed))
         if block.last_of_epoch:
             measured.epochs_done = block.epoch
-            measured.epochs.append({"epoch": block.epoch, "steps": spec["parity"]["steps_per_epoch"],
-                                    "samples": _epoch_samples(spec, samples, workload.world_size, block.epoch),
-                                    "time_s": epoch_time})
+            batch = plan.per_device * workload.world_size
+            measured.epochs.append(EpochTime(block.epoch, plan.steps_per_epoch, epoch_samples(samples, batch, plan.steps_per_epoch),
+                                             epoch_time))
             epoch_time = 0.0
     measured.final_loss = workload.loss()
     measured.losses = [float(v) for v in workload.losses()]
@@ -132,10 +149,6 @@ def run_harness(workload: Workload, spec: dict[str, Any], samples: int, measured
     if measured.loss_first is None:
         measured.loss_first = measured.final_loss
     return measured
-
-
-def _epoch_samples(spec: dict[str, Any], samples: int, world_size: int, epoch: int) -> int:
-    return epoch_samples(samples, spec["parity"]["batch"]["per_device"] * world_size, spec["parity"]["steps_per_epoch"])
 
 
 def _count(measured: Measurements, block: list[StepBatch]) -> None:

@@ -72,17 +72,6 @@ def read_init(path: str | Path) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     return tensors, meta
 
 
-def resolve_init(spec: dict[str, Any], spec_dir: str | Path | None) -> Path | None:
-    """The file a ``shared`` spec names (relative to the spec's folder), or None for ``framework``."""
-    init = spec["parity"].get("init") or {"mode": "framework"}
-    if init["mode"] != "shared":
-        return None
-    path = Path(init["file"])
-    if not path.is_absolute() and spec_dir is not None:
-        path = Path(spec_dir) / path
-    return path
-
-
 def require(tensors: Mapping[str, np.ndarray], name: str, shape: tuple[int, ...]) -> np.ndarray:
     """The tensor ``name`` with ``shape``; InitError naming it otherwise."""
     if name not in tensors:

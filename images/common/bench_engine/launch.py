@@ -48,20 +48,19 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from bench_engine import progress
-from bench_engine.api import Engine, StepBatch, Workload
-from bench_engine.contract import EngineResult
+from bench_engine.api import Engine
+from bench_engine.contract import EngineResult, RunSpec
 from bench_engine.lifeline import INTERNAL_ENV, PARENT_ENV
-from bench_engine.result import base_result, cap_windows, log
+from bench_engine.report import Failure
+from bench_engine.result import base_result, failed, log
 from bench_engine.watch import DUMP_WAIT_S, STACK_SIGNAL, RankWatch, kill_tree
 
 WORKER_ENV = "BENCH_WORKER"
 LAUNCH_WALL_ENV = "BENCH_LAUNCH_WALL"
-FAULT_ENV = "BENCH_FAULT"
 GRACE_S = 10.0  # after the first failure, how long the other workers may take to exit by themselves (env BENCH_LAUNCH_GRACE_S)
 KILL_WAIT_S = 10.0  # after SIGTERM, before SIGKILL
 STALL_KILL_WAIT_S = 2.0  # after SIGTERM to stalled workers (blocked in native code, they rarely act on it)
@@ -133,59 +132,20 @@ def worker_env(rank: int, world: int, port: int, launch_wall: float, heartbeat: 
     }
 
 
-# ----------------------------------------------------------------------------- fault injection (tests)
-
-
-class InjectedFault(RuntimeError):
-    """Raised by a worker told to fail (BENCH_FAULT=rank:step:raise)."""
-
-
-def inject_fault(workload: Workload, worker: WorkerInfo | None) -> None:
-    """Arm BENCH_FAULT (``rank:step[:mode]``, comma-separated) on ``workload`` where it names this worker
-    (a single-process run is rank 0)."""
-    rank = worker.rank if worker is not None else 0
-    for entry in filter(None, os.environ.get(FAULT_ENV, "").split(",")):
-        parts = entry.split(":")
-        if int(parts[0]) == rank:
-            _arm(workload, rank, int(parts[1]), parts[2] if len(parts) > 2 else "exit")
-
-
-def _arm(workload: Workload, rank: int, step: int, mode: str) -> None:
-    inner = workload.step
-    count = [0]
-
-    def faulty_step(batch: StepBatch) -> None:
-        count[0] += 1
-        if count[0] >= step:
-            print(f"[bench-engine] BENCH_FAULT: rank {rank} fails at step {count[0]} ({mode})", file=sys.stderr, flush=True)
-            if mode == "raise":
-                raise InjectedFault(f"injected fault on rank {rank} at step {count[0]}")
-            if mode == "block":  # as in native code: SIGTERM stays pending, SIGUSR1 (stacks) still works
-                signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
-            if mode in ("hang", "block"):
-                while True:
-                    time.sleep(3600)
-            os._exit(3)
-        inner(batch)
-
-    workload.step = faulty_step  # type: ignore[method-assign]
-
-
 # ----------------------------------------------------------------------------- merging the workers' documents
 
 
-def _offset(doc: dict[str, Any], launch_wall: float) -> float:
+def _offset(result: EngineResult, launch_wall: float) -> float:
     """Seconds from the launcher's start to the worker's start."""
-    start = (doc.get(WORKER_KEY) or {}).get("start_wall")
+    start = (result.extra.get(WORKER_KEY) or {}).get("start_wall")
     return max(0.0, float(start) - launch_wall) if start is not None else 0.0
 
 
-def merge_results(docs: list[dict[str, Any]], launch_wall: float) -> dict[str, Any]:
-    """The single result of a run whose workers all finished ok (``docs`` in rank order): rank 0's document,
+def merge_results(ranks: list[EngineResult], launch_wall: float) -> EngineResult:
+    """The single result of a run whose workers all finished ok (``ranks`` in rank order): rank 0's result,
     the slowest worker's times (:meth:`bench_engine.contract.EngineResult.merge`), each worker's own figures."""
-    ranks = [EngineResult.from_json(d) for d in docs]
-    offsets = [_offset(d, launch_wall) for d in docs]
-    return EngineResult.merge(ranks, offsets, [d[WORKER_KEY]["rank"] for d in docs]).to_json()
+    offsets = [_offset(r, launch_wall) for r in ranks]
+    return EngineResult.merge(ranks, offsets, [r.extra[WORKER_KEY]["rank"] for r in ranks])
 
 
 # ----------------------------------------------------------------------------- the launcher
@@ -247,10 +207,11 @@ def _stop_all(workers: list[_Worker], exits: queue.Queue[int], grace_s: float, t
             return
 
 
-def _read(path: Path) -> dict[str, Any] | None:
+def _read(path: Path) -> EngineResult | None:
+    """A worker's result file, or None when it wrote none (or not a whole one)."""
     try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
+        return EngineResult.from_json(json.loads(path.read_text()))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
 
@@ -278,7 +239,58 @@ def _stop_stalled(workers: list[_Worker], exits: queue.Queue[int]) -> None:
     _stop_all(workers, exits, 0.0, term_wait_s=STALL_KILL_WAIT_S)
 
 
-def launch(engine: Engine, spec: dict[str, Any], spec_path: Path, result_path: Path) -> tuple[dict[str, Any], int]:
+@dataclass
+class _Crew:
+    """The launched workers and what the launcher learned while they ran."""
+
+    workers: list[_Worker] = field(default_factory=list)
+    threads: list[threading.Thread] = field(default_factory=list)
+    exits: queue.Queue[int] = field(default_factory=queue.Queue)
+    interrupted: bool = False
+    stalled: tuple[list[_Worker], str] | None = None  # the stalled workers and the message
+
+
+def _start(crew: _Crew, engine: Engine, world: int, spec_path: Path, folder: Path, records: list[Path], watch: RankWatch,
+           launch_wall: float) -> None:
+    """Start one worker per device with its relay and wait threads."""
+    port = free_port()
+    module = type(engine).__module__.split(".")[0]
+    log(f"launching {world} worker processes (one per device), rendezvous 127.0.0.1:{port}")
+    for rank in range(world):
+        out = folder / f"rank-{rank}.json"
+        argv = [sys.executable, "-m", module, "--spec", str(spec_path), "--result", str(out)]
+        proc = subprocess.Popen(argv, env=worker_env(rank, world, port, launch_wall, records[rank]), stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, bufsize=1)
+        worker = _Worker(rank, proc, out, collections.deque(maxlen=TAIL_LINES))
+        crew.workers.append(worker)
+        for target, args in ((_relay, (worker, watch)), (_wait, (worker, crew.exits))):
+            thread = threading.Thread(target=target, args=args, daemon=True)
+            thread.start()
+            crew.threads.append(thread)
+
+
+def _supervise(crew: _Crew, watch: RankWatch, world: int) -> None:
+    """Wait for the workers; stop them all at the first failure or stall."""
+    workers, exits = crew.workers, crew.exits
+    while any(w.code is None for w in workers):
+        try:
+            rank = exits.get(timeout=POLL_S)
+        except queue.Empty:
+            culprits = watch.poll({w.rank for w in workers if w.code is None})
+            if culprits:
+                message = watch.stall_message(culprits, world)
+                log(f"{message}; stopping every worker")
+                crew.stalled = ([workers[c.rank] for c in culprits], message)
+                _stop_stalled(workers, exits)
+                return
+            continue
+        if workers[rank].code != 0:
+            log(f"rank {rank} {_describe_exit(workers[rank].code)}; stopping the other workers")
+            _stop_all(workers, exits, float(os.environ.get("BENCH_LAUNCH_GRACE_S", GRACE_S)))
+            return
+
+
+def launch(engine: Engine, spec: RunSpec, spec_path: Path, result_path: Path) -> tuple[EngineResult, int]:
     """Run ``spec`` as ``engine.processes(spec)`` worker processes; return the single result and exit code."""
 
     launch_wall = time.time()
@@ -286,99 +298,66 @@ def launch(engine: Engine, spec: dict[str, Any], spec_path: Path, result_path: P
     folder = result_path.parent / f".{result_path.name}.workers"
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
-    port = free_port()
-    module = type(engine).__module__.split(".")[0]
-    log(f"launching {world} worker processes (one per device), rendezvous 127.0.0.1:{port}")
-    exits: queue.Queue[int] = queue.Queue()
-    workers: list[_Worker] = []
-    threads: list[threading.Thread] = []
-    interrupted = False
-    stalled: tuple[list[_Worker], str] | None = None
+    crew = _Crew()
     records = [progress.new_record(folder / f"rank-{rank}.heartbeat") for rank in range(world)]
-    watch = RankWatch(records, *progress.stall_bounds(spec))
+    watch = RankWatch(records, *progress.stall_bounds(spec.measurement))
     try:
-        for rank in range(world):
-            out = folder / f"rank-{rank}.json"
-            argv = [sys.executable, "-m", module, "--spec", str(spec_path), "--result", str(out)]
-            proc = subprocess.Popen(argv, env=worker_env(rank, world, port, launch_wall, records[rank]), stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, text=True, bufsize=1)
-            worker = _Worker(rank, proc, out, collections.deque(maxlen=TAIL_LINES))
-            workers.append(worker)
-            for target, args in ((_relay, (worker, watch)), (_wait, (worker, exits))):
-                thread = threading.Thread(target=target, args=args, daemon=True)
-                thread.start()
-                threads.append(thread)
-        while any(w.code is None for w in workers):
-            try:
-                rank = exits.get(timeout=POLL_S)
-            except queue.Empty:
-                culprits = watch.poll({w.rank for w in workers if w.code is None})
-                if culprits:
-                    message = watch.stall_message(culprits, world)
-                    log(f"{message}; stopping every worker")
-                    stalled = ([workers[c.rank] for c in culprits], message)
-                    _stop_stalled(workers, exits)
-                    break
-                continue
-            if workers[rank].code != 0:
-                log(f"rank {rank} {_describe_exit(workers[rank].code)}; stopping the other workers")
-                _stop_all(workers, exits, float(os.environ.get("BENCH_LAUNCH_GRACE_S", GRACE_S)))
-                break
+        _start(crew, engine, world, spec_path, folder, records, watch, launch_wall)
+        _supervise(crew, watch, world)
     except KeyboardInterrupt:
-        interrupted = True
+        crew.interrupted = True
         log("interrupted: stopping every worker")
-        _stop_all(workers, exits, 0.0)
-    for thread in threads:
+        _stop_all(crew.workers, crew.exits, 0.0)
+    for thread in crew.threads:
         thread.join(timeout=5)
-    docs = [_read(w.result) for w in workers]
     try:
-        if stalled is not None:
-            culprits, message = stalled
-            stacks = "".join(f"--- rank {w.rank}, Python stacks and last output ---\n{''.join(w.dump or [])}" for w in culprits)
-            return _failed(engine, spec, docs, "stalled", message, stacks), 1
-        if not interrupted and all(w.code == 0 for w in workers) and all(d and d.get("status") == "ok" for d in docs):
-            try:
-                result = merge_results(docs, launch_wall)  # type: ignore[arg-type]
-                cap_windows(result["measurements"], spec["measurement"]["max_step_samples"])
-                return result, 0
-            except (KeyError, RuntimeError, TypeError, ValueError) as exc:
-                return _failed(engine, spec, docs, "crash", f"cannot merge the workers' results: {exc}", None), 1
-        if interrupted:
-            return _failed(engine, spec, docs, "interrupted", "terminated by signal", None), 130
-        root = min((w for w in workers if w.code not in (0, None)), key=lambda w: w.exited_at or float("inf"), default=None)
-        if root is None:  # every worker exited 0 but one result is missing or not ok
-            bad = next(w for w, d in zip(workers, docs, strict=True) if not d or d.get("status") != "ok")
-            return _failed(engine, spec, docs, "crash", f"rank {bad.rank} of {world} exited 0 without an ok result", None), 1
-        doc = docs[root.rank]
-        if doc and doc.get("failure"):
-            failure = doc["failure"]
-            return _failed(engine, spec, docs, failure["kind"], f"rank {root.rank} of {world}: {failure['message']}",
-                           failure.get("traceback")), 130 if failure["kind"] == "interrupted" else 1
-        tail = "\n".join(root.tail)
-        message = f"rank {root.rank} of {world} {_describe_exit(root.code)} without writing a result; last output:\n{tail}"
-        return _failed(engine, spec, docs, "crash", message, None), 1
+        return _outcome(engine, spec, crew, [_read(w.result) for w in crew.workers], launch_wall)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _failed(engine: Engine, spec: dict[str, Any], docs: list[dict[str, Any] | None], kind: str, message: str,
-            trace: str | None) -> dict[str, Any]:
+def _outcome(engine: Engine, spec: RunSpec, crew: _Crew, docs: list[EngineResult | None], launch_wall: float) -> tuple[EngineResult, int]:
+    """The run's one result from its workers' (``docs``, None where a worker wrote none) and the exit code."""
+    workers, world = crew.workers, len(crew.workers)
+    if crew.stalled is not None:
+        culprits, message = crew.stalled
+        stacks = "".join(f"--- rank {w.rank}, Python stacks and last output ---\n{''.join(w.dump or [])}" for w in culprits)
+        return _failed(engine, spec, docs, Failure("stalled", message, stacks)), 1
+    oks = [d for d in docs if d is not None and d.status == "ok"]
+    if not crew.interrupted and all(w.code == 0 for w in workers) and len(oks) == len(docs):
+        try:
+            merged = merge_results(oks, launch_wall)
+            return replace(merged, measurements=merged.measurements.capped(spec.measurement.max_step_samples)
+                           if merged.measurements is not None else None), 0
+        except (KeyError, RuntimeError, TypeError, ValueError) as exc:
+            return _failed(engine, spec, docs, Failure("crash", f"cannot merge the workers' results: {exc}")), 1
+    if crew.interrupted:
+        return _failed(engine, spec, docs, Failure("interrupted", "terminated by signal")), 130
+    root = min((w for w in workers if w.code not in (0, None)), key=lambda w: w.exited_at or float("inf"), default=None)
+    if root is None:  # every worker exited 0 but one result is missing or not ok
+        bad = next(w for w, d in zip(workers, docs, strict=True) if d is None or d.status != "ok")
+        return _failed(engine, spec, docs, Failure("crash", f"rank {bad.rank} of {world} exited 0 without an ok result")), 1
+    doc = docs[root.rank]
+    if doc is not None and doc.failure:
+        kind = doc.failure["kind"]
+        failure = Failure(kind, f"rank {root.rank} of {world}: {doc.failure['message']}", doc.failure.get("traceback"))
+        return _failed(engine, spec, docs, failure), 130 if kind == "interrupted" else 1
+    tail = "\n".join(root.tail)
+    message = f"rank {root.rank} of {world} {_describe_exit(root.code)} without writing a result; last output:\n{tail}"
+    return _failed(engine, spec, docs, Failure("crash", message)), 1
+
+
+def _failed(engine: Engine, spec: RunSpec, docs: list[EngineResult | None], failure: Failure) -> EngineResult:
     """A failed result for the run: rank 0's environment and partial work when it wrote them."""
 
     result = base_result(engine, spec)
     rank0 = docs[0] if docs else None
-    if rank0:
-        result["environment"] = rank0.get("environment") or result["environment"]
-        for key in ("work", "measurements"):
-            if key in rank0:
-                result[key] = rank0[key]
-        if "measurements" in result:
-            cap_windows(result["measurements"], spec["measurement"]["max_step_samples"])
-    result["status"] = "failed"
+    if rank0 is not None:
+        measurements = rank0.measurements.capped(spec.measurement.max_step_samples) if rank0.measurements is not None else None
+        result = replace(result, environment=rank0.environment or result.environment, work=rank0.work, measurements=measurements)
+    message = failure.message
     if len(message) > 2000:
         message = message[:400] + "\n...\n" + message[-1500:]
-    result["failure"] = {"kind": kind, "message": message}
-    if trace:
-        result["failure"]["traceback"] = trace[-8000:]
-    log(f"failed ({kind}): {message.splitlines()[0] if message else ''}")
-    return result
+    failure = replace(failure, message=message, traceback=failure.traceback[-8000:] if failure.traceback else None)
+    log(f"failed ({failure.kind}): {message.splitlines()[0] if message else ''}")
+    return failed(result, failure)

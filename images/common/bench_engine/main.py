@@ -4,6 +4,9 @@ Exit codes: 0 the result says ok; 1 the result says failed; 2 the spec could not
 130 interrupted (SIGINT or SIGTERM). A result file is written in every case where the spec
 could be read, atomically, so the orchestrator never sees half a file.
 
+The spec is parsed once, into a :class:`~bench_engine.contract.RunSpec`; the engine builds an
+:class:`~bench_engine.contract.EngineResult`; JSON appears only when the files are read and written.
+
 When the engine runs one process per device (``Engine.processes(spec) > 1``), this process
 launches the workers and writes their merged result (bench_engine.launch); a worker (marked
 by its environment) runs the spec on its device and writes its own document for the launcher.
@@ -18,17 +21,22 @@ import signal
 import sys
 import time
 import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from types import FrameType
 
 from bench_engine import progress
-from bench_engine.api import Engine, UnsupportedError
+from bench_engine.api import Engine, UnsupportedError, Workload
+from bench_engine.contract import EngineResult, RunSpec
 from bench_engine.data import DatasetError, load_dataset
+from bench_engine.faults import inject_fault
 from bench_engine.harness import Measurements, run_harness
 from bench_engine.initweights import InitError
-from bench_engine.launch import WORKER_KEY, WorkerInfo, inject_fault, launch, worker_info
+from bench_engine.launch import WORKER_KEY, WorkerInfo, launch, worker_info
 from bench_engine.lifeline import tie_to_parent
-from bench_engine.result import base_result, cap_windows, log, write_json_atomic
+from bench_engine.report import Environment, Failure, Work, as_json
+from bench_engine.result import base_environment, base_result, failed, log, write_json_atomic
 from bench_engine.watch import SelfWatch, enable_stack_dumps
 from bench_engine.weights import WeightChange
 
@@ -40,61 +48,27 @@ class _Terminated(KeyboardInterrupt):
     """SIGTERM turned into an interrupt so the result is still written."""
 
 
-def _on_sigterm(signum: int, frame: Any) -> None:
+def _on_sigterm(signum: int, frame: FrameType | None) -> None:
     raise _Terminated()
 
 
-READBACK_KEYS = ("mode", "arch", "num_classes", "input_shape", "param_dtypes", "observed", "optimizer", "loss", "init",
-                 "steps_per_dispatch")
-
-
-def _work(spec: dict[str, Any], workload: Any, dataset_sha: str, dataset_samples: int, measured: Measurements) -> dict[str, Any]:
+def _work(spec: RunSpec, workload: Workload, dataset: tuple[str, int], measured: Measurements, moved: WeightChange | None) -> Work:
     """What the engine did: read back from its objects (workload.readback) and counted by the loop, never copied
-    from the spec; a field the engine cannot read back is left out (the schema or the parity check then says so)."""
-    back = workload.readback
+    from the spec; a field the engine cannot read back is left out (the schema or the parity check then says so).
+    ``dataset``: the sha256 and sample count of the split it loaded."""
     world = workload.world_size
     # the batch the loop really issued; before any step (a failed run) the planned one, which no check reads
-    batch_global = measured.batch_max or spec["parity"]["batch"]["per_device"] * world
-    work: dict[str, Any] = {key: back[key] for key in READBACK_KEYS if back.get(key) is not None or key in ("optimizer", "loss")}
-    work.update({
-        "trainable_parameters": int(workload.trainable_parameters),
-        "dataset_sha256": dataset_sha,
-        "dataset_samples": dataset_samples,
-        "batch_per_device": max(1, batch_global // world),
-        "batch_global": batch_global,
-        "world_size": world,
-        "epochs": measured.epochs_done,
-        "steps": measured.steps_done,
-        "samples": measured.samples_done,
-        "data_placement": workload.data_placement,
-        "precision": workload.precision,
-        "optimizations": workload.optimizations,
-    })
-    return work
+    batch_global = measured.batch_max or spec.parity.batch.per_device * world
+    return Work.of(
+        workload.readback, trainable_parameters=int(workload.trainable_parameters), dataset_sha256=dataset[0],
+        dataset_samples=dataset[1], batch_per_device=max(1, batch_global // world), batch_global=batch_global, world_size=world,
+        epochs=measured.epochs_done, steps=measured.steps_done, samples=measured.samples_done,
+        data_placement=workload.data_placement, precision=workload.precision, optimizations=workload.optimizations,
+        weight_change=moved,
+    )
 
 
-def _measurements(setup_s: float, workload: Any, measured: Measurements) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "setup_s": setup_s,
-        "warmup_s": measured.warmup_s,
-        "warmup_steps": measured.warmup_steps,
-        "epochs": measured.epochs,
-        "steady": measured.steady(),
-        "windows": measured.windows,
-        "peak_memory_bytes": workload.peak_memory_bytes() if workload is not None else None,
-        "final_loss": measured.final_loss,
-        "loss_first": measured.loss_first,
-        "losses": measured.losses,
-    }
-    if measured.block_losses:
-        out["block_losses"] = measured.block_losses
-    latency = measured.latency_ms()
-    if latency:
-        out["latency_ms"] = latency
-    return out
-
-
-def _weight_change(workload: Any) -> WeightChange | None:
+def _weight_change(workload: Workload) -> WeightChange | None:
     """The workload's weight change, or None when it cannot say (never a reason to fail a finished run)."""
     try:
         return workload.weight_change()
@@ -103,79 +77,92 @@ def _weight_change(workload: Any) -> WeightChange | None:
         return None
 
 
-def execute(engine: Engine, spec: dict[str, Any], worker: WorkerInfo | None = None) -> tuple[dict[str, Any], int]:
-    """Run ``spec`` on ``engine`` (as launched ``worker``, if any); return the result document and the exit code."""
+def _failure(engine: Engine, exc: BaseException) -> tuple[Failure, int]:
+    """The failure record of ``exc`` and the exit code it means."""
+    if isinstance(exc, KeyboardInterrupt):
+        return Failure("interrupted", "terminated by signal" if isinstance(exc, _Terminated) else "interrupted"), 130
+    kind = "crash"
+    if isinstance(exc, UnsupportedError):
+        kind = "unsupported"
+    elif isinstance(exc, (DatasetError, InitError)):
+        kind = "bad_spec"
+    elif engine.is_out_of_memory(exc):
+        kind = "oom"
+    failure = Failure(kind, f"{type(exc).__name__}: {exc}".strip()[:2000], traceback.format_exc()[-8000:])
+    log(f"failed ({kind}): {failure.message}")
+    return failure, 1
+
+
+@dataclass
+class _Run:
+    """What a run got to, kept as it goes so that a failure still reports it."""
+
+    environment: Environment
+    workload: Workload | None = None
+    measured: Measurements = field(default_factory=Measurements)
+    dataset: tuple[str, int] = ("", 0)
+    setup_s: float = 0.0
+    moved: WeightChange | None = None
+
+
+def _steps(engine: Engine, spec: RunSpec, worker: WorkerInfo | None, run: _Run) -> None:
+    """Everything a run does, from the environment to the last step, recorded in ``run``."""
+    run.environment = run.environment.seen(engine.environment(spec))
+    # a worker memory-maps the split: every rank copies out only its own shard
+    dataset = load_dataset(spec.parity.dataset.path, spec.parity.dataset.sha256, mmap=worker is not None)
+    run.dataset = (dataset.sha256, dataset.samples)
+    log(f"dataset {dataset.sha256[:12]} ({dataset.samples} samples) loaded")
+    run.workload = engine.prepare(spec, dataset)
+    inject_fault(run.workload, worker)
+    run.setup_s = time.perf_counter() - _START
+    log(f"setup done in {run.setup_s:.2f}s; {spec.parity.total_steps} steps to run")
+    run_harness(run.workload, spec.schedule, dataset.samples, run.measured)
+    progress.phase("done")
+    run.moved = _weight_change(run.workload)
+    run.workload.close()
+    log(f"done: {run.measured.samples_done} samples, steady {run.measured.steady().throughput or 0:.1f} samples/s")
+
+
+def execute(engine: Engine, spec: RunSpec, worker: WorkerInfo | None = None) -> tuple[EngineResult, int]:
+    """Run ``spec`` on ``engine`` (as launched ``worker``, if any); return the result and the exit code."""
     result = base_result(engine, spec)
-    workload = None
-    measured = Measurements()
-    dataset_sha = ""
-    dataset_samples = 0
-    setup_s = 0.0
+    run = _Run(base_environment(engine))
     code = 0
-    moved = None
     try:
-        env = engine.environment(spec)
-        result["environment"].update(env)
-        # a worker memory-maps the split: every rank copies out only its own shard
-        dataset = load_dataset(spec["parity"]["dataset"]["path"], spec["parity"]["dataset"]["sha256"], mmap=worker is not None)
-        dataset_sha, dataset_samples = dataset.sha256, dataset.samples
-        log(f"dataset {dataset_sha[:12]} ({dataset_samples} samples) loaded")
-        workload = engine.prepare(spec, dataset)
-        inject_fault(workload, worker)
-        setup_s = time.perf_counter() - _START
-        log(f"setup done in {setup_s:.2f}s; {spec['parity']['total_steps']} steps to run")
-        run_harness(workload, spec, dataset_samples, measured)
-        progress.phase("done")
-        moved = _weight_change(workload)
-        workload.close()
-        steady = measured.steady()
-        log(f"done: {measured.samples_done} samples, steady {steady['throughput'] or 0:.1f} samples/s")
-    except KeyboardInterrupt as exc:
-        result["status"] = "failed"
-        result["failure"] = {"kind": "interrupted", "message": "terminated by signal" if isinstance(exc, _Terminated) else "interrupted"}
-        code = 130
+        _steps(engine, spec, worker, run)
     except BaseException as exc:
-        kind = "crash"
-        if isinstance(exc, UnsupportedError):
-            kind = "unsupported"
-        elif isinstance(exc, (DatasetError, InitError)):
-            kind = "bad_spec"
-        elif engine.is_out_of_memory(exc):
-            kind = "oom"
-        result["status"] = "failed"
-        result["failure"] = {
-            "kind": kind,
-            "message": f"{type(exc).__name__}: {exc}".strip()[:2000],
-            "traceback": traceback.format_exc()[-8000:],
-        }
-        log(f"failed ({kind}): {result['failure']['message']}")
-        code = 1
-    if workload is not None:
-        result["work"] = _work(spec, workload, dataset_sha, dataset_samples, measured)
-        if moved is not None:
-            result["work"]["weight_change"] = moved.to_json()
-        result["measurements"] = _measurements(setup_s, workload, measured)
+        failure, code = _failure(engine, exc)
+        result = failed(result, failure)
+    result = replace(result, environment=as_json(run.environment))
+    if run.workload is not None:
+        measurements = run.measured.result(run.setup_s, run.workload.peak_memory_bytes())
         if worker is None:  # a worker keeps every window: the launcher merges them, then caps
-            cap_windows(result["measurements"], spec["measurement"]["max_step_samples"])
+            measurements = measurements.capped(spec.measurement.max_step_samples)
+        work = _work(spec, run.workload, run.dataset, run.measured, run.moved)
+        result = replace(result, work=work.to_json(), measurements=measurements)
     if worker is not None:
-        result[WORKER_KEY] = {"rank": worker.rank, "world_size": worker.world_size, "start_wall": _START_WALL}
+        result = replace(result, extra={WORKER_KEY: {"rank": worker.rank, "world_size": worker.world_size, "start_wall": _START_WALL}})
     return result, code
 
 
-def read_command_line(prog: str, argv: list[str] | None = None) -> tuple[argparse.Namespace, dict[str, Any] | None]:
-    """The entrypoint's ``--spec``/``--result`` arguments and the spec document (None, said in one line: unreadable)."""
+def read_command_line(prog: str, argv: list[str] | None = None) -> tuple[argparse.Namespace, RunSpec | None]:
+    """The entrypoint's ``--spec``/``--result`` arguments and the spec, parsed once (None, said in one line: unreadable).
+
+    A shared initial-weights file the spec names relative to its folder is made absolute."""
     parser = argparse.ArgumentParser(prog=prog, description=__doc__)
     parser.add_argument("--spec", required=True, type=Path, help="run-spec JSON")
     parser.add_argument("--result", required=True, type=Path, help="where to write the engine-result JSON")
     args = parser.parse_args(argv)
     try:
-        spec = json.loads(args.spec.read_text())
-        if spec.get("schema_version") != 1 or "parity" not in spec:
+        doc = json.loads(args.spec.read_text())
+        if not isinstance(doc, dict) or doc.get("schema_version") != 1 or "parity" not in doc:
             raise ValueError("not a bench run spec (schema_version 1)")
-    except (OSError, ValueError) as exc:
-        log(f"cannot read spec {args.spec}: {exc}")
+        spec = RunSpec.from_json(doc)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        reason = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
+        log(f"cannot read spec {args.spec}: {reason}")
         return args, None
-    return args, spec
+    return args, spec.with_init_relative_to(args.spec.resolve().parent)
 
 
 def run_engine(engine: Engine, argv: list[str] | None = None) -> int:
@@ -183,9 +170,6 @@ def run_engine(engine: Engine, argv: list[str] | None = None) -> int:
     args, spec = read_command_line(f"bench-engine-{engine.name}", argv)
     if spec is None:
         return 2
-    init = spec["parity"].get("init") or {}
-    if init.get("mode") == "shared" and not Path(init["file"]).is_absolute():  # relative to the spec's folder
-        init["file"] = str(args.spec.resolve().parent / init["file"])
     signal.signal(signal.SIGTERM, _on_sigterm)
     enable_stack_dumps()
     tie_to_parent()  # SIGTERM when bench (or the launcher) dies, even by SIGKILL
@@ -199,29 +183,27 @@ def run_engine(engine: Engine, argv: list[str] | None = None) -> int:
             # A failed rank leaves its process group with collectives a peer may still wait on: the
             # interpreter's exit could block in the communicator's teardown. The document is all the
             # launcher needs, so write it and leave at once.
-            write_json_atomic(args.result, result)
+            write_json_atomic(args.result, result.to_json())
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(code)
     else:
         progress.phase("setup")
-        watch = SelfWatch(progress.current(), *progress.stall_bounds(spec), on_stall=_stalled_writer(engine, spec, args.result)).start()
+        bounds = progress.stall_bounds(spec.measurement)
+        watch = SelfWatch(progress.current(), *bounds, on_stall=_stalled_writer(engine, spec, args.result)).start()
         try:
             result, code = execute(engine, spec, None)
         finally:
             watch.stop()
-    write_json_atomic(args.result, result)
+    write_json_atomic(args.result, result.to_json())
     return code
 
 
-def _stalled_writer(engine: Engine, spec: dict[str, Any], path: Path) -> Any:
+def _stalled_writer(engine: Engine, spec: RunSpec, path: Path) -> Callable[[str], None]:
     """What a single process's watchdog does on a stall: write the failed result (kind ``stalled``)."""
 
     def write(message: str) -> None:
-        result = base_result(engine, spec)
-        result["status"] = "failed"
-        result["failure"] = {"kind": "stalled", "message": message}
-        write_json_atomic(path, result)
+        write_json_atomic(path, failed(base_result(engine, spec), Failure("stalled", message)).to_json())
         log(f"failed (stalled): {message}")
 
     return write

@@ -32,7 +32,9 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
+
+from bench_engine.contract import MeasurementPlan
 
 HEARTBEAT_ENV = "BENCH_HEARTBEAT"
 PHASES = ("start", "setup", "rendezvous", "warmup", "timing", "done")
@@ -58,11 +60,9 @@ class Snapshot:
         return f"{self.phase} {self.done}/{self.total}" if self.total else self.phase
 
 
-def stall_bounds(spec: dict[str, Any]) -> tuple[float, float]:
-    """(stall_s, setup_stall_s) of a run spec (the defaults for a spec that does not set them)."""
-    measurement = spec.get("measurement") or {}
-    return (float(measurement.get("stall_s") or DEFAULT_STALL_S),
-            float(measurement.get("setup_stall_s") or DEFAULT_SETUP_STALL_S))
+def stall_bounds(measurement: MeasurementPlan) -> tuple[float, float]:
+    """(stall_s, setup_stall_s) of a run spec's measurement plan (the defaults where it does not set them)."""
+    return (float(measurement.stall_s or DEFAULT_STALL_S), float(measurement.setup_stall_s or DEFAULT_SETUP_STALL_S))
 
 
 def bound_for(phase: str, stall_s: float, setup_stall_s: float) -> float:

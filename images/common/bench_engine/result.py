@@ -1,5 +1,5 @@
-"""The engine-result document's common parts: its version, the record every result starts from,
-the window cap, the engine log line and the atomic writer (used by the entrypoint and the launcher)."""
+"""The engine result's common parts: its version, the environment and failure records, the result every
+run starts from, the engine log line and the atomic writer (used by the entrypoint and the launcher)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,13 @@ import os
 import platform
 import secrets
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from bench_engine.api import Engine
-from bench_engine.contract import thin
+from bench_engine.contract import EngineResult, RunSpec
+from bench_engine.report import Environment, Failure, as_json
 
 RESULT_SCHEMA_VERSION = 1
 ENGINE_LIB_VERSION = "1.0.0"
@@ -78,32 +80,15 @@ def log(message: str) -> None:
     print(f"[bench-engine] {message}", file=sys.stderr, flush=True)
 
 
-def base_environment(engine: Engine) -> dict[str, Any]:
-    return {
-        "framework": engine.framework,
-        "framework_version": "unknown",
-        "python": platform.python_version(),
-        "engine_version": ENGINE_LIB_VERSION,
-        "cuda": None,
-        "cudnn": None,
-        "driver": None,
-        "device_kind": "cpu",
-        "devices": [],
-    }
+def base_environment(engine: Engine) -> Environment:
+    return Environment(engine.framework, python=platform.python_version(), engine_version=ENGINE_LIB_VERSION)
 
 
-def cap_windows(measurements: dict[str, Any], limit: int) -> None:
-    """Keep at most ``limit`` timing windows in the file, evenly spaced (totals use them all)."""
-    if measurements.get("windows"):
-        measurements["windows"] = thin(measurements["windows"], limit)
+def base_result(engine: Engine, spec: RunSpec) -> EngineResult:
+    """The result before anything ran."""
+    return EngineResult(RESULT_SCHEMA_VERSION, spec.run_id, engine.name, "ok", as_json(base_environment(engine)))
 
 
-def base_result(engine: Engine, spec: dict[str, Any]) -> dict[str, Any]:
-    """The result document before anything ran."""
-    return {
-        "schema_version": RESULT_SCHEMA_VERSION,
-        "run_id": spec["run_id"],
-        "engine": engine.name,
-        "status": "ok",
-        "environment": base_environment(engine),
-    }
+def failed(result: EngineResult, failure: Failure) -> EngineResult:
+    """``result`` marked failed with ``failure``."""
+    return replace(result, status="failed", failure=as_json(failure))

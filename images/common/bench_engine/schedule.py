@@ -8,9 +8,36 @@ with ``drop_last`` false the last one carries the partial batch and counts its r
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
-from bench_engine.api import StepBatch
+
+@dataclass(frozen=True)
+class StepBatch:
+    """One step's slice of the dataset: samples ``start .. start + size`` (dataset order)."""
+
+    epoch: int
+    index: int  # step index within the epoch, from 0
+    start: int
+    size: int  # samples in this batch (smaller than the batch for a kept partial batch)
+
+
+class Schedule(NamedTuple):
+    """What the harness's step schedule reads of a run spec (``RunSpec.schedule``)."""
+
+    per_device: int  # the per-device batch (a global batch is per_device x devices)
+    steps_per_epoch: int
+    epochs: int
+    warmup_steps: int
+    window_steps: int
+
+    @classmethod
+    def from_json(cls, spec: Mapping[str, Any]) -> Schedule:
+        """The schedule of a run-spec document (the orchestrator's side, which holds the JSON)."""
+        parity = spec["parity"]
+        return cls(int(parity["batch"]["per_device"]), int(parity["steps_per_epoch"]), int(parity["epochs"]),
+                   int(parity["warmup_steps"]), int(spec["measurement"]["window_steps"]))
 
 
 def steps_per_epoch(samples: int, global_batch: int, drop_last: bool) -> int:

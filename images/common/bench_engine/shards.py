@@ -18,11 +18,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
 
 import numpy as np
 
 from bench_engine.api import StepBatch, UnsupportedError
+from bench_engine.contract import RunSpec
 from bench_engine.data import Dataset
 from bench_engine.schedule import batches_of_epoch
 
@@ -79,12 +79,12 @@ def _span(start_size: tuple[int, int]) -> tuple[int, int]:
     return start, start + size
 
 
-def plan_shards(spec: dict[str, Any], samples: int, world: int | None = None) -> ShardPlan:
+def plan_shards(spec: RunSpec, samples: int, world: int | None = None) -> ShardPlan:
     """The shard plan of ``spec`` over ``world`` devices (default: the spec's device count)."""
-    parity = spec["parity"]
-    world = int(world or parity["devices"])
-    per_device = int(parity["batch"]["per_device"])
-    steps = tuple(batches_of_epoch(1, samples, per_device * world, parity["steps_per_epoch"]))
+    parity = spec.parity
+    world = int(world or parity.devices)
+    per_device = parity.batch.per_device
+    steps = tuple(batches_of_epoch(1, samples, per_device * world, parity.steps_per_epoch))
     for step in steps:
         if step.size % world:
             raise UnsupportedError(

@@ -14,7 +14,9 @@ from __future__ import annotations
 from typing import Any
 
 from bench_engine.api import Engine, Workload
+from bench_engine.contract import RunSpec
 from bench_engine.data import Dataset
+from bench_engine.report import EnvironmentFacts
 
 
 class JaxEngine(Engine):
@@ -27,13 +29,13 @@ class JaxEngine(Engine):
         self._kind: str | None = None
         self._devices: list[Any] = []
 
-    def _devices_for(self, spec: dict[str, Any]) -> tuple[str, list[Any]]:
+    def _devices_for(self, spec: RunSpec) -> tuple[str, list[Any]]:
         """The device platform and its devices, configuring the process on first use."""
         if self._kind is None:
             from bench_jax.environment import configure_process, resolve_devices
 
             configure_process(spec)
-            self._kind, self._devices = resolve_devices(spec.get("device", "auto"))
+            self._kind, self._devices = resolve_devices(spec.device)
         return self._kind, self._devices
 
     def is_out_of_memory(self, exc: BaseException) -> bool:
@@ -47,13 +49,13 @@ class JaxEngine(Engine):
             seen = seen.__cause__ or seen.__context__
         return False
 
-    def environment(self, spec: dict[str, Any]) -> dict[str, Any]:
+    def environment(self, spec: RunSpec) -> EnvironmentFacts:
         kind, devices = self._devices_for(spec)
         from bench_jax.environment import describe
 
-        return describe(self.framework, kind, devices)
+        return describe(kind, devices)
 
-    def prepare(self, spec: dict[str, Any], data: Dataset) -> Workload:
+    def prepare(self, spec: RunSpec, data: Dataset) -> Workload:
         kind, devices = self._devices_for(spec)
         from bench_jax.prepare import build_workload
 

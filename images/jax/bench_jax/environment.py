@@ -12,31 +12,33 @@ import os
 from typing import Any
 
 from bench_engine.api import UnsupportedError
+from bench_engine.contract import RunSpec
 from bench_engine.hardware import cpu_name, cuda_version_text, cudnn_version_text
 from bench_engine.nvidia import driver_version
+from bench_engine.report import EnvironmentFacts
 from bench_jax.options import command_buffer_flags, engine_options
 
 
-def configure_process(spec: dict[str, Any]) -> str:
+def configure_process(spec: RunSpec) -> str:
     """Environment that must be set before JAX initialises its backends; the command-buffer flag it added ('' for none).
 
     bench's own flags come first and the ``xla_flags`` option after them, so a user's flag wins
     (XLA keeps the last occurrence of a flag).
     """
     options = engine_options(spec)
-    added = command_buffer_flags(options, spec.get("path", "optimized"), spec.get("device", "auto"))
+    added = command_buffer_flags(options, spec.path, spec.device)
     if added:
         os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {added}".strip()
-    if options.get("xla_flags"):
-        os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {options['xla_flags']}".strip()
-    devices = int((spec.get("parity") or {}).get("devices", 1))
-    if devices > 1 and spec.get("device", "auto") != "cuda" and "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
+    if options.xla_flags:
+        os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {options.xla_flags}".strip()
+    devices = spec.parity.devices
+    if devices > 1 and spec.device != "cuda" and "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
         # N host devices for a data-parallel run on the CPU (before jax is imported; the flag only
         # shapes the host platform, so an auto run that finds GPUs is not affected)
         os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={devices}".strip()
-    if "preallocate" in options:
-        os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = "true" if options["preallocate"] else "false"
-    if spec.get("device") == "cpu":
+    if options.preallocate is not None:
+        os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = "true" if options.preallocate else "false"
+    if spec.device == "cpu":
         import jax
 
         jax.config.update("jax_platforms", "cpu")
@@ -97,7 +99,7 @@ def _extra(kind: str, devices: list[Any]) -> dict[str, Any]:
     return extra
 
 
-def describe(framework: str, kind: str, devices: list[Any]) -> dict[str, Any]:
+def describe(kind: str, devices: list[Any]) -> EnvironmentFacts:
     """The environment block of the result."""
     import jax
 
@@ -106,13 +108,5 @@ def describe(framework: str, kind: str, devices: list[Any]) -> dict[str, Any]:
     names = [d.device_kind for d in devices]
     if kind == "cpu":
         names = [cpu_name() for d in devices]
-    return {
-        "framework": framework,
-        "framework_version": jax.__version__,
-        "cuda": cuda,
-        "cudnn": cudnn,
-        "driver": driver_version() if kind == "cuda" else None,
-        "device_kind": kind,
-        "devices": names,
-        "extra": extra,
-    }
+    return EnvironmentFacts(framework_version=jax.__version__, cuda=cuda, cudnn=cudnn,
+                            driver=driver_version() if kind == "cuda" else None, device_kind=kind, devices=tuple(names), extra=extra)

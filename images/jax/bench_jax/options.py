@@ -6,20 +6,44 @@ defaults below are that schema's ``default`` values (a test keeps the two equal)
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
+from bench_engine.contract import RunSpec
 from bench_engine.dispatch import DispatchChoice, choose_steps_per_dispatch
+from bench_engine.report import Switch, Switches
+from bench_engine.schedule import Schedule
 
 if TYPE_CHECKING:  # jax-free at import: the step module imports jax
+    from bench_engine.shards import ShardPlan
     from bench_jax.step import StepConfig
 
-OPTION_DEFAULTS: dict[str, Any] = {"donate": "auto", "steps_per_dispatch": "auto", "command_buffers": "auto"}
 ONE_STEP = DispatchChoice(1, "one step per jitted call")
 
 
-def engine_options(spec: dict[str, Any]) -> dict[str, Any]:
-    """The spec's engine options over their defaults (``xla_flags`` and ``preallocate`` have none: unset is JAX's own)."""
-    return {**OPTION_DEFAULTS, **(spec.get("engine_options") or {})}
+@dataclass(frozen=True)
+class JaxOptions:
+    """The engine options over their defaults (``xla_flags`` and ``preallocate`` have none: unset is JAX's own)."""
+
+    donate: bool | str = "auto"
+    steps_per_dispatch: int | str = "auto"
+    command_buffers: bool | str = "auto"
+    xla_flags: str | None = None
+    preallocate: bool | None = None
+
+    @classmethod
+    def of(cls, options: Mapping[str, Any]) -> JaxOptions:
+        """The options a spec gives (validated by engine.yaml's schema), over the defaults."""
+        return cls(**{f.name: options[f.name] for f in fields(cls) if f.name in options})
+
+
+OPTION_DEFAULTS = {f.name: f.default for f in fields(JaxOptions) if f.default is not None}
+
+
+def engine_options(spec: RunSpec) -> JaxOptions:
+    """The spec's engine options over their defaults."""
+    return JaxOptions.of(spec.engine_options)
 
 
 # Measured on an NVIDIA H200 (jaxlib 0.11, benchmarks/probes/jax_bf16_divergence.py): with the train
@@ -42,51 +66,50 @@ COMMAND_BUFFER_TYPES = ("FUSION", "CUBLAS", "CUBLASLT", "CUSTOM_CALL", "CUDNN", 
 COMMAND_BUFFER_FLAG = "--xla_gpu_enable_command_buffer=" + ",".join(COMMAND_BUFFER_TYPES)
 
 
-def command_buffer_flags(options: dict[str, Any], path: str, device: str) -> str:
+def command_buffer_flags(options: JaxOptions, path: str, device: str) -> str:
     """The XLA flag the ``command_buffers`` option adds ('' for none): auto = the optimized path where a GPU may run it."""
-    value = options["command_buffers"]
+    value = options.command_buffers
     wanted = path == "optimized" and device != "cpu" if value == "auto" else bool(value)
     return COMMAND_BUFFER_FLAG if wanted else ""
 
 
-def command_buffers_switch(added: str, xla_flags: str, kind: str) -> dict[str, Any]:
+def command_buffers_switch(added: str, xla_flags: str, kind: str) -> Switch:
     """The ``command_buffers`` entry of work.optimizations, read from the flags the process ran with."""
     if kind != "cuda":
-        return {"applied": False, "detail": f"XLA command buffers are a GPU feature ({kind})"}
+        return Switch(False, f"XLA command buffers are a GPU feature ({kind})")
     if not added:
-        return {"applied": False, "detail": "XLA's default command buffer types (no convolutions or loops)"}
+        return Switch(False, "XLA's default command buffer types (no convolutions or loops)")
     last = [f for f in xla_flags.split() if f.startswith("--xla_gpu_enable_command_buffer=")][-1:]
     if last != [added]:  # a later xla_flags option replaced bench's setting (XLA keeps the last)
-        return {"applied": False, "detail": f"replaced by the xla_flags option: {last[0] if last else 'none'}"}
-    return {"applied": True, "detail": "XLA command buffers (CUDA graphs) over " + ",".join(COMMAND_BUFFER_TYPES) +
-            ": convolutions and scanned steps recorded as graphs, not launched kernel by kernel; cuDNN initialised "
-            "before the first capture"}
+        return Switch(False, f"replaced by the xla_flags option: {last[0] if last else 'none'}")
+    return Switch(True, "XLA command buffers (CUDA graphs) over " + ",".join(COMMAND_BUFFER_TYPES) +
+                  ": convolutions and scanned steps recorded as graphs, not launched kernel by kernel; cuDNN initialised "
+                  "before the first capture")
 
 
-def donate(options: dict[str, Any], optimized: bool, mode: str, kind: str, precision: str) -> bool:
+def donate(options: JaxOptions, optimized: bool, mode: str, kind: str, precision: str) -> bool:
     """Buffer donation: the option (auto: on the optimized path, except where :data:`UNSAFE_DONATION` says), training only."""
-    value = options["donate"]
+    value = options.donate
     if value == "auto":
         return optimized and mode == "train" and (kind, precision) not in UNSAFE_DONATION
     return bool(value) and mode == "train"
 
 
-def donation_declined(options: dict[str, Any], optimized: bool, mode: str, kind: str, precision: str) -> str | None:
+def donation_declined(options: JaxOptions, optimized: bool, mode: str, kind: str, precision: str) -> str | None:
     """Why ``auto`` did not donate on the optimized training path (None when it did, or was not asked to)."""
-    if options["donate"] != "auto" or not optimized or mode != "train":
+    if options.donate != "auto" or not optimized or mode != "train":
         return None
     return UNSAFE_DONATION.get((kind, precision))
 
 
-def steps_per_dispatch(options: dict[str, Any], config: StepConfig, kind: str, spec: dict[str, Any],
-                       samples: int) -> DispatchChoice:
+def steps_per_dispatch(options: JaxOptions, config: StepConfig, kind: str, plan: Schedule, samples: int) -> DispatchChoice:
     """Training steps per jitted call and why (bench_engine.dispatch.choose_steps_per_dispatch).
 
     Only a whole jitted train step on device-resident data can be scanned over batch starts; any
     other configuration runs one step per call whatever the option says (reported as not applied).
     ``auto`` (the default) fits K to the harness's blocks on one GPU and stays 1 elsewhere.
     """
-    return choose_steps_per_dispatch(options["steps_per_dispatch"], blocked=_not_looping(config), kind=kind, spec=spec,
+    return choose_steps_per_dispatch(options.steps_per_dispatch, blocked=_not_looping(config), kind=kind, plan=plan,
                                      samples=samples, world=config.world)
 
 
@@ -101,32 +124,31 @@ def _not_looping(config: StepConfig) -> str | None:
     return None
 
 
-def optimizations(config: StepConfig, xla_flags: str, kind: str = "cpu", shards: Any = None,
+def optimizations(config: StepConfig, xla_flags: str, kind: str = "cpu", shards: ShardPlan | None = None,
                   dispatch: DispatchChoice = ONE_STEP, declined: str | None = None,
-                  command_buffers: str = "") -> dict[str, dict[str, Any]]:
-    """The switches in effect, as {name: {applied, detail}}; ``declined``: why auto did not donate;
+                  command_buffers: str = "") -> Switches:
+    """The switches in effect; ``declined``: why auto did not donate;
     ``command_buffers``: the flag the option added to XLA_FLAGS ('' for none)."""
     infer = config.mode == "infer"
     return {
-        "jit": {"applied": True, "detail": _jit_detail(config)},
-        "jit_full_step": {"applied": config.full_step and not infer, "detail": "optimizer update fused into the jitted step"},
-        "donation": {"applied": config.donate, "detail": declined or _donation_detail(config)},
-        "device_resident_data": {"applied": config.device_data,
-                                 "detail": "normalised split on the device, batch sliced in the step (lax.dynamic_slice)"
-                                 if config.device_data else "numpy batches sliced on the host, transferred every step"},
-        "nhwc_layout": {"applied": True, "detail": "Flax convolutions are NHWC"},
-        "xla_flags": {"applied": bool(xla_flags), "detail": xla_flags or "XLA defaults"},
+        "jit": Switch(True, _jit_detail(config)),
+        "jit_full_step": Switch(config.full_step and not infer, "optimizer update fused into the jitted step"),
+        "donation": Switch(config.donate, declined or _donation_detail(config)),
+        "device_resident_data": Switch(config.device_data, "normalised split on the device, batch sliced in the step (lax.dynamic_slice)"
+                                       if config.device_data else "numpy batches sliced on the host, transferred every step"),
+        "nhwc_layout": Switch(True, "Flax convolutions are NHWC"),
+        "xla_flags": Switch(bool(xla_flags), xla_flags or "XLA defaults"),
         "command_buffers": command_buffers_switch(command_buffers, xla_flags, kind),
         "steps_per_dispatch": _dispatch_switch(dispatch),
         "data_parallel": data_parallel(config, kind, shards),
     }
 
 
-def _dispatch_switch(dispatch: DispatchChoice) -> dict[str, Any]:
+def _dispatch_switch(dispatch: DispatchChoice) -> Switch:
     if dispatch.steps == 1:
-        return {"applied": False, "detail": dispatch.reason}
-    return {"applied": True, "detail": f"{dispatch.steps} full SGD steps per jitted call ({dispatch.reason}): lax.scan over "
-                                       "their batch starts; a shorter queue at a sync runs step by step"}
+        return Switch(False, dispatch.reason)
+    return Switch(True, f"{dispatch.steps} full SGD steps per jitted call ({dispatch.reason}): lax.scan over "
+                        "their batch starts; a shorter queue at a sync runs step by step")
 
 
 def _jit_detail(config: StepConfig) -> str:
@@ -145,15 +167,14 @@ def _donation_detail(config: StepConfig) -> str:
     return "batch stats donated to the jitted forward/backward (donate_argnums)"
 
 
-def data_parallel(config: StepConfig, kind: str, shards: Any) -> dict[str, Any]:
+def data_parallel(config: StepConfig, kind: str, shards: ShardPlan | None) -> Switch:
     """How a several-device run splits the work (not applied on one device)."""
     if config.world == 1 or shards is None:
-        return {"applied": False, "detail": "one device"}
+        return Switch(False, "one device")
     share = shards.per_device
     placement = (f"each device holds its own shard ({shards.shard_samples} samples, P('data'))" if config.device_data
                  else "each global batch transferred as (devices, share, ...) with P('data')")
     grads = "; gradients all-reduced by XLA" if config.mode == "train" else ""
-    return {"applied": True,
-            "detail": f"jit over a 1-D Mesh of {config.world} {kind} devices (axis 'data'): device r takes samples start + r*{share} "
+    return Switch(True, f"jit over a 1-D Mesh of {config.world} {kind} devices (axis 'data'): device r takes samples start + r*{share} "
                       f".. + {share} of every global batch of {shards.global_batch}; {placement}; parameters and optimizer state "
-                      f"replicated (P()); step vmapped over the device axis (BatchNorm statistics per device){grads}"}
+                        f"replicated (P()); step vmapped over the device axis (BatchNorm statistics per device){grads}")

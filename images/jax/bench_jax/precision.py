@@ -8,6 +8,7 @@ from typing import Any
 from bench_engine.api import UnsupportedError
 from bench_engine.hardware import has_tf32
 from bench_engine.precision import PRECISIONS
+from bench_engine.report import PrecisionReport
 
 SUPPORTED = tuple(name for name, info in PRECISIONS.items() if not info.loss_scaling)  # fp16 (loss scaling) is not implemented
 
@@ -21,10 +22,9 @@ class PrecisionPolicy:
     highest: bool  # conv and dense at lax.Precision.HIGHEST (true fp32, TF32 off)
     tf32: bool  # float32 convs/matmuls may use TF32 tensor cores
 
-    def report(self) -> dict[str, Any]:
+    def report(self, param_dtype: str = "float32") -> PrecisionReport:
         """The result's precision block."""
-        return {"name": self.name, "compute_dtype": self.compute_dtype, "param_dtype": "float32",
-                "tf32_matmul": self.tf32, "tf32_conv": self.tf32, "loss_scaling": False}
+        return PrecisionReport(self.name, self.compute_dtype, param_dtype, self.tf32, self.tf32, loss_scaling=False)
 
 
 def tf32_capable(kind: str, devices: list[Any]) -> bool:

@@ -19,11 +19,21 @@ import optax
 from jax import lax
 
 from bench_engine.api import UnsupportedError
+from bench_engine.contract import Parity, RunSpec
 from bench_engine.data import Dataset, check_dataset, normalize
-from bench_engine.initweights import resolve_init
+from bench_engine.report import FRAMEWORK_INIT, InitReadback, OptimizerReadback, Readback
+from bench_engine.shards import ShardPlan
 from bench_jax import dnn, readback
 from bench_jax import model as models
-from bench_jax.options import command_buffer_flags, donate, donation_declined, engine_options, optimizations, steps_per_dispatch
+from bench_jax.options import (
+    JaxOptions,
+    command_buffer_flags,
+    donate,
+    donation_declined,
+    engine_options,
+    optimizations,
+    steps_per_dispatch,
+)
 from bench_jax.precision import PrecisionPolicy, apply_precision
 from bench_jax.step import StepConfig, TrainState, replicated, sharded
 from bench_jax.workload import JaxWorkload, planned_calls
@@ -41,33 +51,33 @@ class DeviceState:
     placed: Any  # (images, labels): on the device(s), or host numpy arrays
     params: Any  # the initial parameters and batch statistics
     batch_stats: Any
-    init: dict[str, Any]  # {mode, sha256} of the initial weights
-    optimizer: dict[str, Any] | None  # the optimizer's read-back (train)
+    init: InitReadback  # of the initial weights
+    optimizer: OptimizerReadback | None  # the optimizer's read-back (train)
 
 
-def build_workload(spec: dict[str, Any], data: Dataset, kind: str, devices: list[Any]) -> JaxWorkload:
+def build_workload(spec: RunSpec, data: Dataset, kind: str, devices: list[Any]) -> JaxWorkload:
     """The workload of ``spec`` on ``devices`` (of platform ``kind``), every device-data call compiled."""
-    parity = spec["parity"]
-    world = int(parity["devices"])
+    parity = spec.parity
+    world = parity.devices
     geometry = _check_request(parity, data, kind, devices)
     mesh, shards = _mesh_and_shards(spec, data, devices, world)
-    mode = parity["mode"]
-    optimized = spec["path"] == "optimized"
-    device_data = parity["data_placement"] == "device"
+    mode = parity.mode
+    optimized = spec.path == "optimized"
+    device_data = parity.data_placement == "device"
     options = engine_options(spec)
-    policy = apply_precision(parity["precision"], kind, devices)
+    policy = apply_precision(parity.precision, kind, devices)
     model = _model(parity, policy)
     cuda_graphs = ready_for_command_buffers(options, spec, kind, devices[:world])
     ready = _setup_on_device(spec, data, model, geometry, devices[0], mesh, shards)
-    precision = parity["precision"]
+    precision = parity.precision
     step_config = StepConfig(mode=mode, full_step=optimized, donate=donate(options, optimized, mode, kind, precision),
-                             device_data=device_data, size=parity["batch"]["per_device"], world=world)
-    dispatch = steps_per_dispatch(options, step_config, kind, spec, data.samples)
+                             device_data=device_data, size=parity.batch.per_device, world=world)
+    dispatch = steps_per_dispatch(options, step_config, kind, spec.schedule, data.samples)
     group = dispatch.steps
     workload = JaxWorkload(
         trainable_parameters=models.count_parameters(ready.params),
         precision=policy.report(),
-        data_placement=parity["data_placement"],
+        data_placement=parity.data_placement,
         optimizations=optimizations(step_config, os.environ.get("XLA_FLAGS", ""), kind, shards, dispatch,
                                     donation_declined(options, optimized, mode, kind, precision),
                                     cuda_graphs),
@@ -79,31 +89,31 @@ def build_workload(spec: dict[str, Any], data: Dataset, kind: str, devices: list
     held = ready.placed[0]
     workload.data_placement = "device" if isinstance(held, jax.Array) else "host"  # read back: what holds the split
     workload.readback = _readback(parity, model, ready, shards is not None and device_data, group)
-    workload.precision = {**workload.precision, "param_dtype": ",".join(workload.readback["param_dtypes"])}
+    workload.precision = policy.report(",".join(workload.readback.param_dtypes or ()))
     if device_data:
-        workload.precompile(planned_calls(spec, data.samples, world, group))
+        workload.precompile(planned_calls(spec.schedule, data.samples, world, group))
     return workload
 
 
-def ready_for_command_buffers(options: dict[str, Any], spec: dict[str, Any], kind: str, devices: list[Any]) -> str:
+def ready_for_command_buffers(options: JaxOptions, spec: RunSpec, kind: str, devices: list[Any]) -> str:
     """The command-buffer flag the process runs with ('' for none); on a GPU, cuDNN initialised first (bench_jax.dnn)."""
-    flag = command_buffer_flags(options, spec["path"], spec.get("device", "auto"))
+    flag = command_buffer_flags(options, spec.path, spec.device)
     if kind == "cuda" and flag:
         dnn.initialise_dnn(devices)  # before any convolution can be recorded into a command buffer
     return flag
 
 
-def _check_request(parity: dict[str, Any], data: Dataset, kind: str, devices: list[Any]) -> tuple[int, int, int]:
+def _check_request(parity: Parity, data: Dataset, kind: str, devices: list[Any]) -> tuple[int, int, int]:
     """Refuse what the engine cannot run; the input geometry (height, width, channels)."""
-    world = int(parity["devices"])
+    world = parity.devices
     if len(devices) < world:
         raise UnsupportedError(f"{world} devices requested but JAX sees {len(devices)} {kind} device(s)")
-    if parity["optimizer"]["name"] not in ("sgd", "adam") or parity["loss"] != "cross_entropy":
-        raise UnsupportedError(f"optimizer {parity['optimizer']['name']!r} / loss {parity['loss']!r} not supported")
+    if parity.optimizer["name"] not in ("sgd", "adam") or parity.loss != "cross_entropy":
+        raise UnsupportedError(f"optimizer {parity.optimizer['name']!r} / loss {parity.loss!r} not supported")
     return check_dataset(parity, data)
 
 
-def _mesh_and_shards(spec: dict[str, Any], data: Dataset, devices: list[Any], world: int) -> tuple[Any, Any]:
+def _mesh_and_shards(spec: RunSpec, data: Dataset, devices: list[Any], world: int) -> tuple[Any, ShardPlan | None]:
     """Data parallel: the 1-D mesh (axis ``data``) of the first ``world`` devices and the shard plan; else (None, None)."""
     if world == 1:
         return None, None
@@ -115,55 +125,55 @@ def _mesh_and_shards(spec: dict[str, Any], data: Dataset, devices: list[Any], wo
     return Mesh(np.array(devices[:world]), ("data",)), shards
 
 
-def _model(parity: dict[str, Any], policy: PrecisionPolicy) -> Any:
+def _model(parity: Parity, policy: PrecisionPolicy) -> Any:
     """The Flax model at the policy's compute dtype and layer precision, float32 parameters."""
     layer_precision = lax.Precision.HIGHEST if policy.highest else None
-    return models.build_model(parity["model"]["arch"], parity["model"]["num_classes"], dtype=jnp.dtype(policy.compute_dtype),
+    return models.build_model(parity.arch, parity.num_classes, dtype=jnp.dtype(policy.compute_dtype),
                               param_dtype=jnp.float32, precision=layer_precision)
 
 
-def _setup_on_device(spec: dict[str, Any], data: Dataset, model: Any, geometry: tuple[int, int, int], device: Any,
-                     mesh: Any, shards: Any) -> DeviceState:
+def _setup_on_device(spec: RunSpec, data: Dataset, model: Any, geometry: tuple[int, int, int], device: Any,
+                     mesh: Any, shards: ShardPlan | None) -> DeviceState:
     """Initial state and data, committed to the device(s) and ready."""
-    parity = spec["parity"]
+    parity = spec.parity
     with jax.default_device(device):
         params, batch_stats, init = _initial_variables(spec, model, geometry, device)
         state, tx, optimizer = _train_state(parity, params, batch_stats)
-        placed = _place_data(data, parity["data_placement"] == "device", shards, mesh, device)
+        placed = _place_data(data, parity.data_placement == "device", shards, mesh, device)
         # commit every buffer to the device(s): uncommitted inputs would make the second step recompile
         state = jax.device_put(state, replicated(mesh) if mesh is not None else device)
         jax.block_until_ready((state, placed))
     return DeviceState(state, tx, placed, params, batch_stats, init, optimizer)
 
 
-def _initial_variables(spec: dict[str, Any], model: Any, geometry: tuple[int, int, int], device: Any) -> tuple[Any, Any, dict[str, Any]]:
+def _initial_variables(spec: RunSpec, model: Any, geometry: tuple[int, int, int], device: Any) -> tuple[Any, Any, InitReadback]:
     """(params, batch_stats, init): the framework's initialisation, or bench's shared weights when the spec names them."""
-    parity = spec["parity"]
-    key = jax.random.PRNGKey(parity["seed"])
+    parity = spec.parity
+    key = jax.random.PRNGKey(parity.seed)
     sample = jnp.zeros((1, *geometry), jnp.float32)
     variables = jax.jit(lambda k: model.init(k, sample, train=False))(key)
     params, batch_stats = variables["params"], variables["batch_stats"]
-    init_file = resolve_init(spec, None)
-    init: dict[str, Any] = {"mode": "framework", "sha256": None}
+    init_file = spec.init_file()
+    init = FRAMEWORK_INIT
     if init_file is not None:  # bench's shared weights replace the initialiser's
-        if parity["model"]["arch"] != "resnet50_v1.5":
-            raise UnsupportedError(f"shared initial weights: no layout for {parity['model']['arch']}")
+        if parity.arch != "resnet50_v1.5":
+            raise UnsupportedError(f"shared initial weights: no layout for {parity.arch}")
         params, batch_stats = jax.device_put(readback.load_shared(str(init_file), params, batch_stats), device)
-        init = {"mode": "shared", "sha256": readback.shared_sha256(str(init_file), params, batch_stats)}
+        init = InitReadback("shared", readback.shared_sha256(str(init_file), params, batch_stats))
     return params, batch_stats, init
 
 
-def _train_state(parity: dict[str, Any], params: Any, batch_stats: Any) -> tuple[Any, Any, dict[str, Any] | None]:
+def _train_state(parity: Parity, params: Any, batch_stats: Any) -> tuple[Any, Any, OptimizerReadback | None]:
     """(state, tx, optimizer read-back): a TrainState with its optimizer when training, the variables dict otherwise."""
-    if parity["mode"] != "train":
+    if parity.mode != "train":
         return {"params": params, "batch_stats": batch_stats}, None, None
-    opt = parity["optimizer"]
+    opt = parity.optimizer
     tx = readback.make_tx(opt)  # coupled L2 then SGD or Adam, hyper-parameters in the state
     state = TrainState(params, batch_stats, jax.jit(tx.init)(params))
     return state, tx, readback.optimizer_readback(opt["name"], state.opt_state, opt.get("nesterov"))
 
 
-def _place_data(data: Dataset, device_data: bool, shards: Any, mesh: Any, device: Any) -> tuple[Any, Any]:
+def _place_data(data: Dataset, device_data: bool, shards: ShardPlan | None, mesh: Any, device: Any) -> tuple[Any, Any]:
     """The normalised split: on the device (each device its own shard when data parallel), or host arrays."""
     images = normalize(data.images)
     labels = data.labels.astype(np.int32, copy=False)
@@ -177,16 +187,16 @@ def _place_data(data: Dataset, device_data: bool, shards: Any, mesh: Any, device
     return images, labels
 
 
-def _readback(parity: dict[str, Any], model: Any, ready: DeviceState, sharded_data: bool, group: int) -> dict[str, Any]:
+def _readback(parity: Parity, model: Any, ready: DeviceState, sharded_data: bool, group: int) -> Readback:
     """docs/engine-contract.md: what the built objects say (a traced step for the dtypes)."""
-    train = parity["mode"] == "train"
+    train = parity.mode == "train"
     held = ready.placed[0]
     shape = tuple(held.shape[2:] if sharded_data else held.shape[1:])  # the split as held
     probe = jax.ShapeDtypeStruct((2, *shape), jnp.dtype(held.dtype))
-    return {
-        "mode": parity["mode"], "arch": parity["model"]["arch"],
-        **readback.traced(model, ready.params, ready.batch_stats, probe, train),
-        "param_dtypes": sorted({str(leaf.dtype) for leaf in jax.tree_util.tree_leaves(ready.params)}),
-        "init": ready.init, "steps_per_dispatch": group, "optimizer": ready.optimizer,
-        "loss": readback.loss_readback(optax.softmax_cross_entropy_with_integer_labels) if train else None,
-    }
+    traced = readback.traced(model, ready.params, ready.batch_stats, probe, train)
+    return Readback(
+        mode=parity.mode, arch=parity.arch, input_shape=traced.input_shape, num_classes=traced.num_classes,
+        observed=traced.observed, param_dtypes=tuple(sorted({str(leaf.dtype) for leaf in jax.tree_util.tree_leaves(ready.params)})),
+        init=ready.init, steps_per_dispatch=group, optimizer=ready.optimizer,
+        loss=readback.loss_readback(optax.softmax_cross_entropy_with_integer_labels) if train else None,
+    )

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from bench_engine.initweights import InitError, canonical_sha256, read_init
+from bench_engine.report import LossReadback, Observed, OptimizerReadback, Traced
 
 TORCH_TO_FLAX_BN = {"weight": ("params", "scale"), "bias": ("params", "bias"), "running_mean": ("batch_stats", "mean"),
                     "running_var": ("batch_stats", "var")}
@@ -41,21 +42,21 @@ def make_tx(settings: dict[str, Any]) -> Any:
     return optax.chain(decay, inner)
 
 
-def optimizer_readback(settings_name: str, opt_state: Any, nesterov: bool | None) -> dict[str, Any]:
+def optimizer_readback(settings_name: str, opt_state: Any, nesterov: bool | None) -> OptimizerReadback:
     """Hyper-parameters from the injected state (``nesterov`` is a static argument of optax.sgd)."""
     decay, inner = opt_state[0].hyperparams, opt_state[1].hyperparams
     value = lambda key: float(np.asarray(inner[key]))  # noqa: E731
     adam = settings_name == "adam"
-    return {
-        "name": settings_name,
-        "class": f"optax.chain(add_decayed_weights, {'adam' if adam else 'sgd'}) via optax.inject_hyperparams",
-        "lr": value("learning_rate"),
-        "weight_decay": float(np.asarray(decay["weight_decay"])),
-        "momentum": None if adam else value("momentum"),
-        "nesterov": None if adam else bool(nesterov),
-        "betas": [value("b1"), value("b2")] if adam else None,
-        "eps": value("eps") if adam else None,
-    }
+    return OptimizerReadback(
+        name=settings_name,
+        class_=f"optax.chain(add_decayed_weights, {'adam' if adam else 'sgd'}) via optax.inject_hyperparams",
+        lr=value("learning_rate"),
+        weight_decay=float(np.asarray(decay["weight_decay"])),
+        momentum=None if adam else value("momentum"),
+        nesterov=None if adam else bool(nesterov),
+        betas=(value("b1"), value("b2")) if adam else None,
+        eps=value("eps") if adam else None,
+    )
 
 
 def _flax_path(name: str) -> tuple[str, tuple[str, ...], str]:
@@ -131,7 +132,7 @@ def shared_sha256(path: str, params: Any, batch_stats: Any) -> str:
     return canonical_sha256(back)
 
 
-def traced(model: Any, params: Any, batch_stats: Any, images: Any, train: bool) -> dict[str, Any]:
+def traced(model: Any, params: Any, batch_stats: Any, images: Any, train: bool) -> Traced:
     """Abstract trace (jax.eval_shape, nothing computed) of a forward and backward on ``images``'
     shape: the first convolution's output dtype, its kernel gradient's dtype, the logits."""
     import flax.linen as nn
@@ -161,14 +162,10 @@ def traced(model: Any, params: Any, batch_stats: Any, images: Any, train: bool) 
         keys = [getattr(k, "key", None) for k in first_path]
         module = tuple(k for k in keys[: keys.index("__call__")] if k is not None)
         grad_dtype = str(_get(grads, module)["kernel"].dtype)
-    return {"input_shape": [int(d) for d in images.shape[1:]], "num_classes": int(logits.shape[-1]),
-            "observed": {"compute_dtype": str(first.dtype), "grad_dtype": grad_dtype, "logits_dtype": str(logits.dtype)}}
+    return Traced(tuple(int(d) for d in images.shape[1:]), int(logits.shape[-1]),
+                  Observed(str(first.dtype), grad_dtype, str(logits.dtype)))
 
 
-LOSS = {"name": "cross_entropy", "class": "optax.softmax_cross_entropy_with_integer_labels", "reduction": "mean",
-        "label_smoothing": 0.0}
-
-
-def loss_readback(fn: Any) -> dict[str, Any]:
+def loss_readback(fn: Any) -> LossReadback:
     """The loss function the step calls (its qualified name), mean-reduced by the step, no smoothing."""
-    return {**LOSS, "class": f"{fn.__module__}.{fn.__name__}"}
+    return LossReadback("cross_entropy", f"{fn.__module__}.{fn.__name__}", "mean", 0.0)

@@ -20,6 +20,7 @@ import numpy as np
 from bench_engine.api import LOSS_STEPS, StepBatch, Workload
 from bench_engine.blocklosses import BlockLosses
 from bench_engine.dispatch import StepQueue, planned_dispatches
+from bench_engine.schedule import Schedule
 from bench_engine.weights import WeightChange, weight_change
 from bench_jax.step import StepConfig, build_step, replicated, sharded
 
@@ -172,6 +173,6 @@ def _per_step(output: Any) -> np.ndarray:
     return np.atleast_1d(np.asarray(output, dtype=np.float64))
 
 
-def planned_calls(spec: dict[str, Any], samples: int, world: int, group: int) -> set[tuple[int, int]]:
+def planned_calls(plan: Schedule, samples: int, world: int, group: int) -> set[tuple[int, int]]:
     """The (per-device batch, steps per call) pairs :class:`JaxWorkload` dispatches over the harness's schedule."""
-    return {(size // world, len(starts)) for size, starts in planned_dispatches(spec, samples, group, world)}
+    return {(size // world, len(starts)) for size, starts in planned_dispatches(plan, samples, group, world)}

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench_engine.contract import RunSpec
 from bench_engine.harness import timing_blocks
 
 # Adam's hyper-parameters when the spec leaves them out (torch.optim.Adam's defaults).
@@ -26,21 +28,21 @@ class Switches:
     notes: dict[str, str] = field(default_factory=dict)
 
 
-def _choice(options: dict[str, Any], key: str, auto: bool) -> tuple[bool, str]:
+def _choice(options: Mapping[str, Any], key: str, auto: bool) -> tuple[bool, str]:
     value = options.get(key, "auto")
     if value in ("auto", None):
         return auto, "auto"
     return bool(value), "option"
 
 
-def resolve_switches(spec: dict[str, Any], cuda: bool) -> Switches:
+def resolve_switches(spec: RunSpec, cuda: bool) -> Switches:
     """Baseline: OpenNN's defaults (no CUDA graph); optimized: OpenNN's CUDA graph on CUDA.
 
     Data placement is a parity field: the split is GPU-resident (StorageMode::GPUPersistantData)
     when the spec asks for ``device`` placement on CUDA, whatever the path."""
-    options = spec.get("engine_options") or {}
-    optimized = spec["path"] == "optimized"
-    resident = cuda and spec["parity"]["data_placement"] == "device"
+    options = spec.engine_options
+    optimized = spec.path == "optimized"
+    resident = cuda and spec.parity.data_placement == "device"
     graph, why = _choice(options, "cuda_graph", optimized and cuda)
     if graph and not cuda:
         graph, why = False, "no CUDA device"
@@ -63,38 +65,38 @@ class UnsupportedSchedule(ValueError):
     """A schedule OpenNN's CUDA-graph path cannot run faithfully."""
 
 
-def check_schedule(spec: dict[str, Any], samples: int, switches: Switches) -> None:
+def check_schedule(spec: RunSpec, samples: int, switches: Switches) -> None:
     """With CUDA graphs, every block must have >= 8 steps: Optimizer::run_graph_epoch sends a
     shorter call down its per-iteration path, which replays the 8-step group graph for each step."""
     if not switches.cuda_graph:
         return
-    short = [len(block.steps) for block in timing_blocks(spec, samples) if len(block.steps) < GRAPH_GROUP]
+    short = [len(block.steps) for block in timing_blocks(spec.schedule, samples) if len(block.steps) < GRAPH_GROUP]
     if short:
         raise UnsupportedSchedule(f"OpenNN's CUDA-graph path needs timing blocks of at least {GRAPH_GROUP} steps; this schedule has "
                                   f"{len(short)} of {sorted(set(short))} steps: change measurement.window_steps/workload.warmup_steps "
                                   "or set engines.opennn.options.cuda_graph: false")
 
 
-def plan_text(spec: dict[str, Any], dataset_dir: Path, samples: int, cuda: bool, switches: Switches, events: Path,
-              extra: dict[str, Any] | None = None) -> str:
-    """The plan file's text (format: images/opennn/driver/plan.h)."""
-    parity = spec["parity"]
-    optimizer = {**(ADAM_DEFAULTS if parity["optimizer"]["name"] == "adam" else {}), **parity["optimizer"]}
+def plan_text(spec: RunSpec, dataset_dir: Path, samples: int, cuda: bool, switches: Switches, events: Path,
+              extra: Mapping[str, Path] | None = None) -> str:
+    """The plan file's text (format: images/opennn/driver/plan.h); ``extra``: more ``key path`` lines."""
+    parity = spec.parity
+    optimizer = {**(ADAM_DEFAULTS if parity.optimizer["name"] == "adam" else {}), **parity.optimizer}
     betas = optimizer.get("betas") or [0.9, 0.999]
-    values: dict[str, Any] = {
+    values: dict[str, str | int | Path] = {
         "events": events,
         "images": dataset_dir / "images.npy",
         "labels": dataset_dir / "labels.npy",
-        "mode": parity["mode"],
-        "arch": parity["model"]["arch"],
-        "num_classes": parity["model"]["num_classes"],
-        "height": parity["input"]["height"],
-        "width": parity["input"]["width"],
-        "channels": parity["input"]["channels"],
-        "batch": parity["batch"]["per_device"],
-        "precision": parity["precision"],
+        "mode": parity.mode,
+        "arch": parity.arch,
+        "num_classes": parity.num_classes,
+        "height": parity.input.height,
+        "width": parity.input.width,
+        "channels": parity.input.channels,
+        "batch": parity.batch.per_device,
+        "precision": parity.precision,
         "device": "cuda" if cuda else "cpu",
-        "seed": parity["seed"],
+        "seed": parity.seed,
         "optimizer": optimizer["name"],
         "lr": repr(float(optimizer["lr"])),
         "beta1": repr(float(betas[0])),
@@ -113,7 +115,7 @@ def plan_text(spec: dict[str, Any], dataset_dir: Path, samples: int, cuda: bool,
         **(extra or {}),
     }
     lines = ["bench-opennn-plan 1"] + [f"{key} {value}" for key, value in values.items()]
-    for block in timing_blocks(spec, samples):
+    for block in timing_blocks(spec.schedule, samples):
         steps = " ".join(f"{step.start}:{step.size}" for step in block.steps)
         lines.append(f"block {block.epoch} {int(block.warmup)} {int(block.last_of_epoch)} {steps}")
     return "\n".join(lines) + "\n"

@@ -19,13 +19,13 @@ import os
 import time
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
 
 import torch
 from torch import nn
 
 from bench_engine import progress
 from bench_engine.api import UnsupportedError
+from bench_engine.contract import RunSpec
 from bench_engine.launch import WorkerInfo, worker_info
 from bench_engine.result import log
 
@@ -53,9 +53,9 @@ class DistContext:
                 f"torchrun-style env rendezvous {self.worker.master_addr}:{self.worker.master_port}")
 
 
-def require_worker(spec: dict[str, Any]) -> WorkerInfo | None:
+def require_worker(spec: RunSpec) -> WorkerInfo | None:
     """The launched worker for a spec with devices > 1 (None for one device)."""
-    devices = int(spec["parity"]["devices"])
+    devices = spec.parity.devices
     worker = worker_info()
     if devices == 1:
         return None
@@ -100,13 +100,11 @@ def init_process_group(worker: WorkerInfo, device: torch.device, graphs: bool) -
         torch.set_num_threads(cpu_threads(worker))
     backend = "nccl" if cuda else "gloo"
     timeout = timedelta(seconds=float(os.environ.get("BENCH_DIST_TIMEOUT_S", DEFAULT_TIMEOUT_S)))
-    kwargs: dict[str, Any] = {"backend": backend, "init_method": "env://", "rank": worker.rank,
-                              "world_size": worker.world_size, "timeout": timeout}
-    if cuda:
-        kwargs["device_id"] = device  # eager NCCL communicator, bound to this rank's GPU
     progress.phase("rendezvous")  # a rank that never gets past it is named by the launcher's stall watch
     started = time.perf_counter()
-    dist.init_process_group(**kwargs)
+    # on CUDA, an eager NCCL communicator bound to this rank's GPU (device_id)
+    dist.init_process_group(backend=backend, init_method="env://", rank=worker.rank, world_size=worker.world_size, timeout=timeout,
+                            device_id=device if cuda else None)
     if cuda:  # the eagerly created communicator is usable: one tiny all-reduce proves it before the model is built
         probe = torch.ones(1, device=device)
         dist.all_reduce(probe)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from bench_engine.api import Engine, Workload
+from bench_engine.contract import RunSpec
 from bench_engine.data import Dataset
+from bench_engine.report import EnvironmentFacts
 
 
 class PyTorchEngine(Engine):
@@ -15,16 +15,16 @@ class PyTorchEngine(Engine):
     name = "pytorch"
     framework = "PyTorch"
 
-    def processes(self, spec: dict[str, Any]) -> int:
+    def processes(self, spec: RunSpec) -> int:
         """One process per device (DistributedDataParallel); bench_engine.launch starts them."""
-        return int(spec["parity"]["devices"])
+        return spec.parity.devices
 
-    def environment(self, spec: dict[str, Any]) -> dict[str, Any]:
+    def environment(self, spec: RunSpec) -> EnvironmentFacts:
         from bench_pytorch.environment import environment_facts
 
         return environment_facts(spec)
 
-    def prepare(self, spec: dict[str, Any], data: Dataset) -> Workload:
+    def prepare(self, spec: RunSpec, data: Dataset) -> Workload:
         from bench_pytorch.environment import run_device
         from bench_pytorch.workload import build_workload
 

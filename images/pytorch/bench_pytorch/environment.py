@@ -8,8 +8,10 @@ from typing import Any
 import torch
 
 from bench_engine.api import UnsupportedError
+from bench_engine.contract import RunSpec
 from bench_engine.hardware import cpu_name, cudnn_version_text
 from bench_engine.nvidia import driver_version
+from bench_engine.report import EnvironmentFacts
 
 
 def resolve_device(requested: str) -> torch.device:
@@ -22,21 +24,21 @@ def resolve_device(requested: str) -> torch.device:
     return torch.device("cpu")
 
 
-def run_device(spec: dict[str, Any]) -> torch.device:
+def run_device(spec: RunSpec) -> torch.device:
     """The device this process computes on: the spec's, or ``cuda:LOCAL_RANK`` in a launched worker."""
     from bench_pytorch.distributed import require_worker, worker_device
 
     worker = require_worker(spec)
-    return resolve_device(spec["device"]) if worker is None else worker_device(spec["device"], worker)
+    return resolve_device(spec.device) if worker is None else worker_device(spec.device, worker)
 
 
-def environment_facts(spec: dict[str, Any]) -> dict[str, Any]:
+def environment_facts(spec: RunSpec) -> EnvironmentFacts:
     """The environment block of the result (raises UnsupportedError for an impossible device)."""
     from bench_pytorch.distributed import cpu_threads, require_worker
 
     worker = require_worker(spec)
     device = run_device(spec)
-    world = spec["parity"]["devices"]
+    world = spec.parity.devices
     threads = cpu_threads(worker) if worker is not None and device.type == "cpu" else torch.get_num_threads()
     extra: dict[str, Any] = {"torch_threads": threads}
     if device.type == "cuda":
@@ -51,12 +53,12 @@ def environment_facts(spec: dict[str, Any]) -> dict[str, Any]:
                                 "backend": "nccl" if device.type == "cuda" else "gloo",
                                 "launcher": "bench_engine.launch (torchrun-style env)",
                                 "nccl_nvls_enable": os.environ.get("NCCL_NVLS_ENABLE")}
-    return {
-        "framework_version": torch.__version__,
-        "cuda": torch.version.cuda,
-        "cudnn": cudnn_version_text(torch.backends.cudnn.version()) if torch.backends.cudnn.is_available() else None,
-        "driver": driver_version(),
-        "device_kind": device.type,
-        "devices": devices,
-        "extra": extra,
-    }
+    return EnvironmentFacts(
+        framework_version=torch.__version__,
+        cuda=torch.version.cuda,
+        cudnn=cudnn_version_text(torch.backends.cudnn.version()) if torch.backends.cudnn.is_available() else None,
+        driver=driver_version(),
+        device_kind=device.type,
+        devices=tuple(devices),
+        extra=extra,
+    )

@@ -57,17 +57,16 @@ def supports_capturable(name: str) -> bool:
 def make_optimizer(params: Iterable[torch.nn.Parameter], settings: OptimizerSettings, fused: bool,
                    capturable: bool) -> torch.optim.Optimizer:
     """The optimizer of ``settings``; ``fused`` picks torch's fused kernels, ``capturable`` a CUDA-graph-safe step."""
-    implementation: dict[str, Any] = {"fused": True if fused else None}
     if capturable:  # the side-stream warmup steps before the capture run uncaptured, as they must
         warnings.filterwarnings("ignore", message="This instance was constructed with capturable=True")
     if settings.name == "adam":
         assert settings.betas is not None and settings.eps is not None
         return torch.optim.Adam(params, lr=settings.lr, betas=settings.betas, eps=settings.eps,
-                                weight_decay=settings.weight_decay, capturable=capturable, **implementation)
+                                weight_decay=settings.weight_decay, capturable=capturable, fused=True if fused else None)
     if settings.name == "sgd":
         assert settings.momentum is not None and settings.nesterov is not None
         return torch.optim.SGD(params, lr=settings.lr, momentum=settings.momentum, weight_decay=settings.weight_decay,
-                               nesterov=settings.nesterov, **implementation)
+                               nesterov=settings.nesterov, fused=True if fused else None)
     raise UnsupportedError(f"optimizer {settings.name!r} is not implemented")
 
 

@@ -11,6 +11,7 @@ import torch
 from bench_engine.api import UnsupportedError
 from bench_engine.hardware import has_tf32
 from bench_engine.precision import precision_info
+from bench_engine.report import PrecisionReport
 
 _TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}  # registry dtype -> torch
 
@@ -35,18 +36,18 @@ class Precision:
         """A GradScaler when the policy scales the loss (fp16 training), else None."""
         return torch.amp.GradScaler(self.device_type) if self.loss_scaling else None
 
-    def report(self) -> dict[str, Any]:
+    def report(self, param_dtype: str = "float32") -> PrecisionReport:
         """The schema's precision block, with TF32 flags read back from torch."""
         compute = self.autocast_dtype or torch.float32
-        return {
-            "name": self.name,
-            "compute_dtype": str(compute).removeprefix("torch."),
-            "param_dtype": "float32",
+        return PrecisionReport(
+            name=self.name,
+            compute_dtype=str(compute).removeprefix("torch."),
+            param_dtype=param_dtype,
             # the TF32 flags only act on TF32 tensor cores; elsewhere TF32 is off in effect
-            "tf32_matmul": bool(self.tf32_capable and torch.backends.cuda.matmul.allow_tf32),
-            "tf32_conv": bool(self.tf32_capable and torch.backends.cudnn.allow_tf32),
-            "loss_scaling": self.loss_scaling,
-        }
+            tf32_matmul=bool(self.tf32_capable and torch.backends.cuda.matmul.allow_tf32),
+            tf32_conv=bool(self.tf32_capable and torch.backends.cudnn.allow_tf32),
+            loss_scaling=self.loss_scaling,
+        )
 
 
 def _set_tf32(enabled: bool) -> None:

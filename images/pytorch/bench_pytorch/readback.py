@@ -14,7 +14,9 @@ import torch
 from torch import nn
 
 from bench_engine.api import UnsupportedError
-from bench_engine.initweights import InitError, canonical_sha256, read_init, require, resolve_init
+from bench_engine.contract import RunSpec
+from bench_engine.initweights import InitError, canonical_sha256, read_init, require
+from bench_engine.report import FRAMEWORK_INIT, InitReadback, LossReadback, Observed, OptimizerReadback, Traced
 from bench_pytorch.optimizer import is_capturable, is_fused
 from bench_pytorch.precision import Precision
 
@@ -27,13 +29,13 @@ def _class(obj: Any) -> str:
     return f"{type(obj).__module__}.{type(obj).__qualname__}"
 
 
-def load_shared_init(spec: dict[str, Any], model: nn.Module) -> dict[str, Any]:
-    """Load ``parity.init`` (shared) into ``model``; return ``{mode, sha256}`` with the hash of what it now holds."""
-    path = resolve_init(spec, None)
+def load_shared_init(spec: RunSpec, model: nn.Module) -> InitReadback:
+    """Load ``parity.init`` (shared) into ``model``; return its mode and the hash of what the model now holds."""
+    path = spec.init_file()
     if path is None:
-        return {"mode": "framework", "sha256": None}
-    if spec["parity"]["model"]["arch"] != "resnet50_v1.5":
-        raise UnsupportedError(f"shared initial weights: no layout for {spec['parity']['model']['arch']}")
+        return FRAMEWORK_INIT
+    if spec.parity.arch != "resnet50_v1.5":
+        raise UnsupportedError(f"shared initial weights: no layout for {spec.parity.arch}")
     tensors, _ = read_init(path)
     state = model.state_dict()
     names = [name for name in state if not name.endswith("num_batches_tracked")]
@@ -43,7 +45,7 @@ def load_shared_init(spec: dict[str, Any], model: nn.Module) -> dict[str, Any]:
     with torch.no_grad():
         for name in names:
             state[name].copy_(torch.from_numpy(require(tensors, name, tuple(state[name].shape))))
-    return {"mode": "shared", "sha256": state_sha256(model, names)}
+    return InitReadback("shared", state_sha256(model, names))
 
 
 def state_sha256(model: nn.Module, names: list[str]) -> str:
@@ -52,34 +54,34 @@ def state_sha256(model: nn.Module, names: list[str]) -> str:
     return canonical_sha256({name: state[name].detach().float().cpu().numpy() for name in names})
 
 
-def optimizer_readback(optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+def optimizer_readback(optimizer: torch.optim.Optimizer) -> OptimizerReadback:
     """Name, class and hyper-parameters from the optimizer's first parameter group; fused and
     capturable from every group (capturable: a CUDA graph may capture its step)."""
     group = optimizer.param_groups[0]
     is_adam = isinstance(optimizer, torch.optim.Adam)
     as_float = lambda v: float(v.item()) if isinstance(v, torch.Tensor) else float(v)  # noqa: E731
-    return {
-        "name": "adam" if is_adam else "sgd" if isinstance(optimizer, torch.optim.SGD) else type(optimizer).__name__.lower(),
-        "class": _class(optimizer),
-        "lr": as_float(group["lr"]),
-        "weight_decay": as_float(group["weight_decay"]),
-        "momentum": None if is_adam else as_float(group["momentum"]),
-        "nesterov": None if is_adam else bool(group["nesterov"]),
-        "betas": [as_float(b) for b in group["betas"]] if is_adam else None,
-        "eps": as_float(group["eps"]) if is_adam else None,
-        "fused": is_fused(optimizer),
-        "capturable": is_capturable(optimizer),
-    }
+    return OptimizerReadback(
+        name="adam" if is_adam else "sgd" if isinstance(optimizer, torch.optim.SGD) else type(optimizer).__name__.lower(),
+        class_=_class(optimizer),
+        lr=as_float(group["lr"]),
+        weight_decay=as_float(group["weight_decay"]),
+        momentum=None if is_adam else as_float(group["momentum"]),
+        nesterov=None if is_adam else bool(group["nesterov"]),
+        betas=tuple(as_float(b) for b in group["betas"]) if is_adam else None,
+        eps=as_float(group["eps"]) if is_adam else None,
+        fused=is_fused(optimizer),
+        capturable=is_capturable(optimizer),
+    )
 
 
-def loss_readback(loss_fn: nn.Module) -> dict[str, Any]:
+def loss_readback(loss_fn: nn.Module) -> LossReadback:
     names = {nn.CrossEntropyLoss: "cross_entropy"}
-    return {"name": names.get(type(loss_fn), type(loss_fn).__name__), "class": _class(loss_fn),
-            "reduction": str(getattr(loss_fn, "reduction", "?")), "label_smoothing": float(getattr(loss_fn, "label_smoothing", 0.0))}
+    return LossReadback(names.get(type(loss_fn), type(loss_fn).__name__), _class(loss_fn), str(getattr(loss_fn, "reduction", "?")),
+                        float(getattr(loss_fn, "label_smoothing", 0.0)))
 
 
 def traced_step(model: nn.Module, images: torch.Tensor, labels: torch.Tensor, precision: Precision,
-                loss_fn: nn.Module | None) -> dict[str, Any]:
+                loss_fn: nn.Module | None) -> Traced:
     """Forward (and backward, when training) of a real batch under the precision policy, without update.
 
     Returns input_shape [H, W, C], num_classes, and the observed dtypes; the model's mode and
@@ -108,12 +110,9 @@ def traced_step(model: nn.Module, images: torch.Tensor, labels: torch.Tensor, pr
         model.train(was_training)
         for param in model.parameters():
             param.grad = None
-    return {
-        "input_shape": [int(images.shape[2]), int(images.shape[3]), int(images.shape[1])],
-        "num_classes": int(logits.shape[-1]),
-        "observed": {"compute_dtype": _dtype(seen["conv"]), "grad_dtype": grad_dtype, "logits_dtype": _dtype(logits.dtype)},
-    }
+    return Traced((int(images.shape[2]), int(images.shape[3]), int(images.shape[1])), int(logits.shape[-1]),
+                  Observed(_dtype(seen["conv"]), grad_dtype, _dtype(logits.dtype)))
 
 
-def param_dtypes(model: nn.Module) -> list[str]:
-    return sorted({_dtype(p.dtype) for p in model.parameters() if p.requires_grad})
+def param_dtypes(model: nn.Module) -> tuple[str, ...]:
+    return tuple(sorted({_dtype(p.dtype) for p in model.parameters() if p.requires_grad}))

@@ -4,23 +4,27 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import nn
 
 from bench_engine.api import LOSS_STEPS, StepBatch, UnsupportedError, Workload
+from bench_engine.contract import RunSpec
 from bench_engine.data import Dataset, check_dataset
+from bench_engine.report import Readback
 from bench_engine.shards import ShardPlan, plan_shards, shard_dataset
 from bench_engine.weights import WeightChange
 from bench_pytorch.batches import BatchSource
 from bench_pytorch.distributed import DistContext, init_process_group, require_worker, wrap_ddp
 from bench_pytorch.model import build_model, trainable_parameters
 from bench_pytorch.optimizer import OptimizerSettings, make_optimizer
-from bench_pytorch.options import resolve_plan
-from bench_pytorch.precision import apply_precision
+from bench_pytorch.options import OptimizationPlan, resolve_plan
+from bench_pytorch.precision import Precision, apply_precision
 from bench_pytorch.readback import load_shared_init, loss_readback, optimizer_readback, param_dtypes, traced_step
-from bench_pytorch.step import EagerRunner, GraphRunner, TrainParts, build_infer_step, build_train_step, without_autotune
+from bench_pytorch.step import EagerRunner, GraphRunner, StepFn, TrainParts, build_infer_step, build_train_step, without_autotune
 
 Runner = EagerRunner | GraphRunner
 
@@ -128,42 +132,79 @@ class TorchWorkload(Workload):
         return None
 
 
-def build_workload(spec: dict[str, Any], data: Dataset, device: torch.device) -> TorchWorkload:
+@dataclass
+class _Built:
+    """The model and its step functions, as :func:`_build_steps` made them."""
+
+    model: nn.Module
+    stream: torch.cuda.Stream | None
+    loss_fn: nn.Module
+    optimizer: torch.optim.Optimizer | None
+    loss_sum: torch.Tensor | None
+    step: StepFn
+    odd_step: StepFn
+
+
+def build_workload(spec: RunSpec, data: Dataset, device: torch.device) -> TorchWorkload:
     """Everything between the loaded dataset and the first step (on this rank, when data parallel)."""
-    parity = spec["parity"]
+    parity = spec.parity
     worker = require_worker(spec)  # a launched worker when devices > 1
-    if parity["loss"] != "cross_entropy":
-        raise UnsupportedError(f"loss {parity['loss']!r} is not implemented")
-    check_dataset(spec["parity"], data)
+    if parity.loss != "cross_entropy":
+        raise UnsupportedError(f"loss {parity.loss!r} is not implemented")
+    check_dataset(parity, data)
     shards = plan_shards(spec, data.samples) if worker is not None else None
-    training = parity["mode"] == "train"
+    training = parity.mode == "train"
     cuda = device.type == "cuda"
     plan = resolve_plan(spec, cuda)
-    precision = apply_precision(parity["precision"], device, training)
+    precision = apply_precision(parity.precision, device, training)
     if cuda:
         torch.backends.cudnn.benchmark = plan.cudnn_benchmark
-    graphs = plan.cuda_graphs and training
-    dist = init_process_group(worker, device, graphs) if worker is not None else None
-    torch.manual_seed(parity["seed"])
-
-    geometry = parity["input"]
-    model = build_model(parity["model"]["arch"], parity["model"]["num_classes"], geometry["channels"])
+    dist = init_process_group(worker, device, plan.cuda_graphs and training) if worker is not None else None
+    torch.manual_seed(parity.seed)
+    model = build_model(parity.arch, parity.num_classes, parity.input.channels)
     init = load_shared_init(spec, model)  # bench's shared weights instead of the initialiser, when the spec says so
     params = trainable_parameters(model)
-    model = model.to(device)
+    built = _build_steps(model.to(device), plan, precision, dist, device, parity.optimizer if training else None)
+    local = shard_dataset(data, shards, dist.rank) if shards is not None and dist is not None else data
+    source = BatchSource(local, parity.data_placement, device, plan.channels_last)
+    _note_data(plan, parity.data_placement, source, shards, dist, data.samples, training, parity.batch.per_device)
+    probe_images, probe_labels = source.batch(0, min(2, parity.batch.per_device))
+    traced = traced_step(built.model, probe_images, probe_labels, precision, built.loss_fn if training else None)
+    workload = TorchWorkload(
+        _runner(plan, built, source, spec, device), device, training, shards=shards, dist=dist, loss_sum=built.loss_sum,
+        parameters=[p for p in built.model.parameters() if p.requires_grad],
+        trainable_parameters=params,
+        precision=precision.report(",".join(param_dtypes(built.model))),
+        data_placement=source.placement_in_effect(),
+        optimizations=plan.optimizations,
+        world_size=dist.world_size if dist is not None else 1,
+    )
+    workload.readback = Readback(
+        mode="train" if built.model.training else "infer", arch=parity.arch, input_shape=traced.input_shape,
+        num_classes=traced.num_classes, observed=traced.observed, param_dtypes=param_dtypes(built.model), init=init,
+        steps_per_dispatch=1, optimizer=optimizer_readback(built.optimizer) if built.optimizer is not None else None,
+        loss=loss_readback(built.loss_fn) if training else None,
+    )
+    return workload
+
+
+def _build_steps(model: nn.Module, plan: OptimizationPlan, precision: Precision, dist: DistContext | None, device: torch.device,
+                 optimizer_block: Mapping[str, Any] | None) -> _Built:
+    """The model in its memory format (DDP-wrapped, compiled as the plan says), its optimizer and step functions;
+    ``optimizer_block``: the spec's optimizer when training, None for inference."""
+    training = optimizer_block is not None
     if plan.channels_last:
         model = model.to(memory_format=torch.channels_last)
     # DDP wraps the model before the step is built; CUDA graphs need it built on the capture stream
-    stream = torch.cuda.Stream(device) if dist is not None and graphs else None
+    stream = torch.cuda.Stream(device) if dist is not None and plan.cuda_graphs and training else None
     net = wrap_ddp(model, dist, stream) if dist is not None and training else model
     forward = torch.compile(net, mode=plan.compile_mode) if plan.compile else net
-
     loss_fn = nn.CrossEntropyLoss()
     optimizer = None
     loss_sum = torch.zeros((), dtype=torch.float32, device=device) if training else None
-    if training:
+    if optimizer_block is not None:
         model.train()
-        optimizer = make_optimizer(model.parameters(), OptimizerSettings.from_spec(parity["optimizer"]),
+        optimizer = make_optimizer(model.parameters(), OptimizerSettings.from_spec(optimizer_block),
                                    fused=plan.fused_optimizer, capturable=plan.capturable_optimizer)
         parts = TrainParts(model=net, forward=forward, loss_fn=loss_fn, optimizer=optimizer,
                            precision=precision, scaler=precision.make_scaler(), loss_sum=loss_sum)
@@ -171,44 +212,29 @@ def build_workload(spec: dict[str, Any], data: Dataset, device: torch.device) ->
     else:
         model.eval()
         step, odd_step = build_infer_step(forward, precision), build_infer_step(model, precision)
+    return _Built(model, stream, loss_fn, optimizer, loss_sum, step, without_autotune(odd_step))
 
-    odd_step = without_autotune(odd_step)
-    local = shard_dataset(data, shards, dist.rank) if shards is not None and dist is not None else data
-    source = BatchSource(local, parity["data_placement"], device, plan.channels_last)
-    batch = parity["batch"]["per_device"]
+
+def _note_data(plan: OptimizationPlan, placement: str, source: BatchSource, shards: ShardPlan | None, dist: DistContext | None,
+               samples: int, training: bool, batch: int) -> None:
+    """The data_placement and data_parallel switches of the run."""
     if shards is not None and dist is not None:
-        plan.note("data_placement", True, f"{parity['data_placement']}: {source.detail}; this rank's shard only "
-                                          f"({shards.shard_samples} of {data.samples} samples)")
+        plan.note("data_placement", True, f"{placement}: {source.detail}; this rank's shard only "
+                                          f"({shards.shard_samples} of {samples} samples)")
         what = "DDP, gradients all-reduced in buckets during backward" if training else "independent forward passes"
         plan.note("data_parallel", True, f"{dist.layout()}; {what}; rank r takes samples start + r*{batch} .. + {batch} "
                                          f"of every global batch of {shards.global_batch}; BatchNorm statistics per device")
     else:
-        plan.note("data_placement", True, f"{parity['data_placement']}: {source.detail}")
+        plan.note("data_placement", True, f"{placement}: {source.detail}")
         plan.note("data_parallel", False, "one device")
-    probe_images, probe_labels = source.batch(0, min(2, batch))
-    traced = traced_step(model, probe_images, probe_labels, precision, loss_fn if training else None)
-    runner: Runner
+
+
+def _runner(plan: OptimizationPlan, built: _Built, source: BatchSource, spec: RunSpec, device: torch.device) -> Runner:
+    """The step runner: the whole step in a CUDA graph, or eager launches."""
+    batch = spec.parity.batch.per_device
     if plan.cuda_graphs:
-        sample_shape = (geometry["channels"], geometry["height"], geometry["width"])
-        runner = GraphRunner(step, odd_step, source, batch, sample_shape, plan.channels_last, plan.graph_warmup_steps, device,
-                             stream=stream)
-    else:
-        runner = EagerRunner(step, odd_step, source, batch)
-    report = precision.report()
-    report["param_dtype"] = ",".join(param_dtypes(model))
-    workload = TorchWorkload(
-        runner, device, training, shards=shards, dist=dist, loss_sum=loss_sum,
-        parameters=[p for p in model.parameters() if p.requires_grad],
-        trainable_parameters=params,
-        precision=report,
-        data_placement=source.placement_in_effect(),
-        optimizations=plan.optimizations,
-        world_size=dist.world_size if dist is not None else 1,
-    )
-    workload.readback = {
-        "mode": "train" if model.training else "infer", "arch": parity["model"]["arch"], **traced,
-        "param_dtypes": param_dtypes(model), "init": init, "steps_per_dispatch": 1,
-        "optimizer": optimizer_readback(optimizer) if optimizer is not None else None,
-        "loss": loss_readback(loss_fn) if training else None,
-    }
-    return workload
+        geometry = spec.parity.input
+        sample_shape = (geometry.channels, geometry.height, geometry.width)
+        return GraphRunner(built.step, built.odd_step, source, batch, sample_shape, plan.channels_last, plan.graph_warmup_steps,
+                           device, stream=built.stream)
+    return EagerRunner(built.step, built.odd_step, source, batch)

@@ -10,10 +10,11 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow is first imported
 
-from typing import Any
 
 from bench_engine.api import Engine, Workload
+from bench_engine.contract import RunSpec
 from bench_engine.data import Dataset
+from bench_engine.report import EnvironmentFacts
 
 
 class TensorFlowEngine(Engine):
@@ -26,18 +27,18 @@ class TensorFlowEngine(Engine):
         self.device_kind: str | None = None
         self.devices: list[str] = []
 
-    def environment(self, spec: dict[str, Any]) -> dict[str, Any]:
+    def environment(self, spec: RunSpec) -> EnvironmentFacts:
         import keras
         import tensorflow as tf
 
         from bench_tensorflow.environment import configure_devices, describe, select_device
 
-        self.device_kind = select_device(tf, spec.get("device", "auto"))
-        world = int(spec["parity"]["devices"])
+        self.device_kind = select_device(tf, spec.device)
+        world = spec.parity.devices
         self.devices = configure_devices(tf, self.device_kind, world)
-        return describe(tf, keras, self.framework, self.device_kind, self.devices, world)
+        return describe(tf, keras, self.device_kind, self.devices, world)
 
-    def prepare(self, spec: dict[str, Any], data: Dataset) -> Workload:
+    def prepare(self, spec: RunSpec, data: Dataset) -> Workload:
         import keras
         import tensorflow as tf
 
@@ -45,8 +46,8 @@ class TensorFlowEngine(Engine):
         from bench_tensorflow.prepare import build_workload
 
         if self.device_kind is None:
-            self.device_kind = select_device(tf, spec.get("device", "auto"))
-            self.devices = configure_devices(tf, self.device_kind, int(spec["parity"]["devices"]))
+            self.device_kind = select_device(tf, spec.device)
+            self.devices = configure_devices(tf, self.device_kind, spec.parity.devices)
         return build_workload(spec, data, tf, keras, self.device_kind, self.devices)
 
     def is_out_of_memory(self, exc: BaseException) -> bool:

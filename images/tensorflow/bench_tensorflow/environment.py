@@ -12,6 +12,7 @@ from typing import Any
 from bench_engine.api import UnsupportedError
 from bench_engine.hardware import cpu_name
 from bench_engine.nvidia import driver_version
+from bench_engine.report import EnvironmentFacts
 from bench_tensorflow.distributed import all_reduce_name
 
 
@@ -48,25 +49,17 @@ def configure_devices(tf: Any, kind: str, world: int) -> list[str]:
     return [f"/CPU:{i}" for i in range(world)]
 
 
-def describe(tf: Any, keras: Any, framework: str, kind: str, devices: list[str], world: int) -> dict[str, Any]:
+def describe(tf: Any, keras: Any, kind: str, devices: list[str], world: int) -> EnvironmentFacts:
     """The environment block of the result for a run on ``devices`` (of ``kind``)."""
     build = dict(tf.sysconfig.get_build_info())
-    env: dict[str, Any] = {
-        "framework": framework,
-        "framework_version": tf.__version__,
-        "cuda": _str_or_none(build.get("cuda_version")),
-        "cudnn": _str_or_none(build.get("cudnn_version")),
-        "device_kind": kind,
-        "extra": {"keras": keras.__version__, "is_cuda_build": bool(build.get("is_cuda_build", False))},
-    }
-    if kind == "cuda":
-        env["devices"] = _gpu_names(tf, world)
-        env["driver"] = driver_version()
-    else:
-        env["devices"] = [cpu_name()] * world  # logical CPU devices of one host CPU when world > 1
+    extra: dict[str, Any] = {"keras": keras.__version__, "is_cuda_build": bool(build.get("is_cuda_build", False))}
     if world > 1:
-        env["extra"]["distribute"] = {"strategy": "MirroredStrategy", "devices": devices, "all_reduce": all_reduce_name(kind)}
-    return env
+        extra["distribute"] = {"strategy": "MirroredStrategy", "devices": devices, "all_reduce": all_reduce_name(kind)}
+    # the GPUs' names, or the logical CPU devices of one host CPU (world > 1)
+    names = _gpu_names(tf, world) if kind == "cuda" else [cpu_name()] * world
+    return EnvironmentFacts(framework_version=tf.__version__, cuda=_str_or_none(build.get("cuda_version")),
+                            cudnn=_str_or_none(build.get("cudnn_version")), driver=driver_version() if kind == "cuda" else None,
+                            device_kind=kind, devices=tuple(names), extra=extra)
 
 
 def _gpu_names(tf: Any, world: int) -> list[str]:

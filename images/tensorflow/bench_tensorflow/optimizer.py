@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from bench_engine.api import UnsupportedError
+from bench_engine.contract import Parity
 from bench_engine.precision import precision_info
 from bench_tensorflow.readback import make_adam
 
@@ -31,16 +32,16 @@ def make_sgd(keras: Any, lr: float, momentum: float, nesterov: bool, weight_deca
     return CoupledL2SGD(l2=weight_decay, learning_rate=float(lr), momentum=float(momentum), nesterov=bool(nesterov))
 
 
-def build_optimizer(keras: Any, parity: dict[str, Any], variables: list[Any]) -> tuple[Any, bool]:
+def build_optimizer(keras: Any, parity: Parity, variables: list[Any]) -> tuple[Any, bool]:
     """(optimizer, loss scaling): the spec's SGD or Adam, in a LossScaleOptimizer for fp16, built for ``variables``."""
-    opt = parity["optimizer"]
+    opt = parity.optimizer
     if opt["name"] == "adam":
         optimizer = make_adam(keras, opt["lr"], opt["betas"], opt["eps"], opt["weight_decay"])
     elif opt["name"] == "sgd":
         optimizer = make_sgd(keras, opt["lr"], opt["momentum"], opt["nesterov"], opt["weight_decay"])
     else:
         raise UnsupportedError(f"optimizer {opt['name']!r} is not implemented")
-    if precision_info(parity["precision"]).loss_scaling:
+    if precision_info(parity.precision).loss_scaling:
         optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
     optimizer.build(variables)
     return optimizer, isinstance(optimizer, keras.optimizers.LossScaleOptimizer)

@@ -12,6 +12,7 @@ from typing import Any
 from bench_engine.api import UnsupportedError
 from bench_engine.hardware import has_tf32
 from bench_engine.precision import PRECISIONS, precision_info
+from bench_engine.report import PrecisionReport
 
 KERAS_POLICIES = {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}  # compute dtype -> Keras policy
 POLICIES = {name: KERAS_POLICIES[info.compute_dtype] for name, info in PRECISIONS.items()}  # name -> Keras policy
@@ -41,15 +42,8 @@ def apply_precision(tf: Any, keras: Any, name: str) -> None:
     keras.mixed_precision.set_global_policy(POLICIES[name])
 
 
-def precision_in_effect(tf: Any, keras: Any, name: str, loss_scaling: bool) -> dict[str, Any]:
+def precision_in_effect(tf: Any, keras: Any, name: str, loss_scaling: bool) -> PrecisionReport:
     """The precision policy as TensorFlow and Keras report it now."""
     policy = keras.mixed_precision.global_policy()
     tf32 = bool(tf.config.experimental.tensor_float_32_execution_enabled())
-    return {
-        "name": name,
-        "compute_dtype": str(policy.compute_dtype),
-        "param_dtype": str(policy.variable_dtype),
-        "tf32_matmul": tf32,
-        "tf32_conv": tf32,
-        "loss_scaling": loss_scaling,
-    }
+    return PrecisionReport(name, str(policy.compute_dtype), str(policy.variable_dtype), tf32, tf32, loss_scaling=loss_scaling)

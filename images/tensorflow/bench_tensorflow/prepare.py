@@ -12,13 +12,22 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench_engine.api import UnsupportedError
+from bench_engine.contract import Parity, RunSpec
 from bench_engine.data import Dataset, check_dataset, normalize
 from bench_engine.dispatch import planned_dispatches
-from bench_engine.initweights import resolve_init
+from bench_engine.report import FRAMEWORK_INIT, InitReadback, Readback
+from bench_engine.shards import ShardPlan
 from bench_tensorflow import optimizer as optimizers
 from bench_tensorflow.distributed import all_reduce, all_reduce_name, build_replicated_step
 from bench_tensorflow.model import build_model, count_trainable
-from bench_tensorflow.options import REPLICATED_XLA_DETAIL, Switches, data_parallel, optimizations, resolve_switches, steps_per_dispatch
+from bench_tensorflow.options import (
+    REPLICATED_XLA_DETAIL,
+    StepSwitches,
+    data_parallel,
+    optimizations,
+    resolve_switches,
+    steps_per_dispatch,
+)
 from bench_tensorflow.precision import POLICIES, apply_precision, check_precision, precision_in_effect
 from bench_tensorflow.readback import load_shared, loss_readback, optimizer_readback, traced
 from bench_tensorflow.step import build_step
@@ -37,78 +46,87 @@ class Context:
     kind: str  # cuda | cpu
     devices: list[str]
     shape: tuple[int, int, int]  # (height, width, channels) of an image
-    switches: Switches
+    switches: StepSwitches
 
 
-def build_workload(spec: dict[str, Any], data: Dataset, tf: Any, keras: Any, kind: str, devices: list[str]) -> TensorFlowWorkload:
+def build_workload(spec: RunSpec, data: Dataset, tf: Any, keras: Any, kind: str, devices: list[str]) -> TensorFlowWorkload:
     """Check the spec, set the seed and the precision policy, build the one-device or MirroredStrategy workload."""
-    parity = spec["parity"]
-    precision = parity["precision"]
+    parity = spec.parity
+    precision = parity.precision
     check_precision(tf, precision, kind)
     shape = check_dataset(parity, data)
     ctx = Context(tf, keras, kind, devices, shape, resolve_switches(spec))
-    keras.utils.set_random_seed(int(parity["seed"]))
+    keras.utils.set_random_seed(parity.seed)
     apply_precision(tf, keras, precision)
-    workload = _parallel_workload(ctx, spec, data) if int(parity["devices"]) > 1 else _single_workload(ctx, spec, data)
+    workload = _parallel_workload(ctx, spec, data) if parity.devices > 1 else _single_workload(ctx, spec, data)
     if workload.train:  # the trained values' starting point, after loading and the compile-ahead calls' restore
         workload.initial_weights = [v.numpy() for v in workload.keep[0].trainable_variables]
     return workload
 
 
-def model_and_optimizer(keras: Any, parity: dict[str, Any], shape: tuple[int, int, int], train: bool,
-                        init_file: Any = None, init_out: dict[str, Any] | None = None) -> tuple[Any, Any, bool]:
-    """The model (shared initial weights loaded when ``init_file``; ``init_out`` gets {mode, sha256}) and,
-    training, its SGD or Adam, loss-scaled for fp16; built in the caller's device or strategy scope."""
-    init_out = init_out if init_out is not None else {}
-    model = build_model(parity["model"]["arch"], int(parity["model"]["num_classes"]), shape)
+@dataclass(frozen=True)
+class Built:
+    """The model, its optimizer (None for inference) and how its initial weights were set."""
+
+    model: Any
+    optimizer: Any
+    scaled: bool  # fp16 loss scaling
+    init: InitReadback
+
+
+def model_and_optimizer(keras: Any, parity: Parity, shape: tuple[int, int, int], train: bool, init_file: Any = None) -> Built:
+    """The model (shared initial weights loaded when ``init_file``) and, training, its SGD or Adam, loss-scaled
+    for fp16; built in the caller's device or strategy scope."""
+    init = FRAMEWORK_INIT
+    model = build_model(parity.arch, parity.num_classes, shape)
     if init_file is not None:  # bench's shared weights replace the initialisers'
-        if parity["model"]["arch"] != "resnet50_v1.5":
-            raise UnsupportedError(f"shared initial weights: no layout for {parity['model']['arch']}")
-        init_out["sha256"] = load_shared(str(init_file), model)
-        init_out["mode"] = "shared"
+        if parity.arch != "resnet50_v1.5":
+            raise UnsupportedError(f"shared initial weights: no layout for {parity.arch}")
+        init = InitReadback("shared", load_shared(str(init_file), model))
     if not train:
-        return model, None, False
+        return Built(model, None, False, init)
     optimizer, scaled = optimizers.build_optimizer(keras, parity, model.trainable_variables)
-    return model, optimizer, scaled
+    return Built(model, optimizer, scaled, init)
 
 
-def _single_workload(ctx: Context, spec: dict[str, Any], data: Dataset) -> TensorFlowWorkload:
+def _single_workload(ctx: Context, spec: RunSpec, data: Dataset) -> TensorFlowWorkload:
     """One device: resident split and step starts made on it, the looping step when steps_per_dispatch applies."""
-    tf, keras, parity = ctx.tf, ctx.keras, spec["parity"]
-    train, resident = parity["mode"] == "train", parity["data_placement"] == "device"
+    tf, keras, parity = ctx.tf, ctx.keras, spec.parity
+    train, resident = parity.mode == "train", parity.data_placement == "device"
     device = "/GPU:0" if ctx.kind == "cuda" else "/CPU:0"
     xla, compile_function = ctx.switches.xla, ctx.switches.compile_function
     with tf.device(device):
-        init = {"mode": "framework", "sha256": None}
-        model, optimizer, scaled = model_and_optimizer(keras, parity, ctx.shape, train, resolve_init(spec, None), init)
+        built = model_and_optimizer(keras, parity, ctx.shape, train, spec.init_file())
+        model, optimizer, scaled = built.model, built.optimizer, built.scaled
         placed, starts, images, labels = _place_split(tf, parity, data, resident)
         dispatch = steps_per_dispatch(ctx.switches.steps_per_dispatch, train=train, xla=xla, resident=resident, world=1,
-                                      kind=ctx.kind, spec=spec, samples=data.samples)
+                                      kind=ctx.kind, plan=spec.schedule, samples=data.samples)
         group = dispatch.steps
         step_fn = build_step(tf, model, optimizer, train=train, compile_function=compile_function, jit_compile=xla, resident=placed)
         multi_fn = None
         if group > 1:
             multi_fn = build_step(tf, model, optimizer, train=train, compile_function=compile_function, jit_compile=xla,
                                   resident=placed, steps=group)
-    weight_decay = bool(train and parity["optimizer"]["weight_decay"])
+    weight_decay = bool(train and parity.optimizer["weight_decay"])
     workload = TensorFlowWorkload(
         trainable_parameters=count_trainable(model),
-        precision=precision_in_effect(tf, keras, parity["precision"], scaled),
+        precision=precision_in_effect(tf, keras, parity.precision, scaled),
         data_placement="device" if resident else "host",
-        optimizations=optimizations(compile_function, xla, POLICIES[parity["precision"]], resident, scaled, weight_decay, dispatch),
+        optimizations=optimizations(compile_function, xla, POLICIES[parity.precision], resident, scaled, weight_decay, dispatch),
         tf=tf, step_fn=step_fn, train=train, resident=resident, host_images=images, host_labels=labels, device_kind=ctx.kind,
         starts=starts, keep=[model, optimizer, placed], steps_per_dispatch=group, multi_fn=multi_fn,
-        full_size=int(parity["batch"]["per_device"]),
+        full_size=parity.batch.per_device,
     )
-    workload.readback = _readback(tf, keras, parity, model, optimizer, init, normalize(data.images[:2]), group)
+    workload.readback = _readback(tf, keras, parity, built, normalize(data.images[:2]), group)
     workload.data_placement = "device" if placed is not None and isinstance(placed[0], tf.Tensor) else "host"
     if resident:  # every call's shape compiled now, none in the warmup or the steady state
         with tf.device(device):
-            workload.precompile(planned_dispatches(spec, data.samples, group), model.variables + (optimizer.variables if train else []))
+            workload.precompile(planned_dispatches(spec.schedule, data.samples, group),
+                                model.variables + (optimizer.variables if train else []))
     return workload
 
 
-def _place_split(tf: Any, parity: dict[str, Any], data: Dataset, resident: bool) -> tuple[Any, dict[int, Any], Any, Any]:
+def _place_split(tf: Any, parity: Parity, data: Dataset, resident: bool) -> tuple[Any, dict[int, Any], Any, Any]:
     """(placed split, start tensors, host images, host labels) in the caller's device scope.
 
     Resident: the normalised split and every step start as tensors on the device (the host images
@@ -120,23 +138,23 @@ def _place_split(tf: Any, parity: dict[str, Any], data: Dataset, resident: bool)
         return None, {}, images, labels
     placed = (tf.identity(tf.convert_to_tensor(images)), tf.identity(tf.convert_to_tensor(labels)))
     # every epoch steps through the same starts: make them once, where the step runs
-    batch = parity["batch"]["per_device"]
-    starts = {i * batch: tf.identity(tf.constant(i * batch, tf.int32)) for i in range(parity["steps_per_epoch"])}
+    batch = parity.batch.per_device
+    starts = {i * batch: tf.identity(tf.constant(i * batch, tf.int32)) for i in range(parity.steps_per_epoch)}
     return placed, starts, None, labels
 
 
-def _parallel_workload(ctx: Context, spec: dict[str, Any], data: Dataset) -> TensorFlowWorkload:
+def _parallel_workload(ctx: Context, spec: RunSpec, data: Dataset) -> TensorFlowWorkload:
     """Several devices: the MirroredStrategy workload, each replica's shard resident on its device or fed per step."""
     from bench_engine.shards import plan_shards
 
-    tf, keras, parity = ctx.tf, ctx.keras, spec["parity"]
-    train, resident = parity["mode"] == "train", parity["data_placement"] == "device"
-    world, xla, compile_function = int(parity["devices"]), ctx.switches.xla, ctx.switches.compile_function
+    tf, keras, parity = ctx.tf, ctx.keras, spec.parity
+    train, resident = parity.mode == "train", parity.data_placement == "device"
+    world, xla, compile_function = parity.devices, ctx.switches.xla, ctx.switches.compile_function
     shards = plan_shards(spec, data.samples)
     strategy = tf.distribute.MirroredStrategy(devices=ctx.devices, cross_device_ops=all_reduce(tf, ctx.kind, ctx.devices))
-    init = {"mode": "framework", "sha256": None}
     with strategy.scope():
-        model, optimizer, scaled = model_and_optimizer(keras, parity, ctx.shape, train, resolve_init(spec, None), init)
+        built = model_and_optimizer(keras, parity, ctx.shape, train, spec.init_file())
+        model, optimizer, scaled = built.model, built.optimizer, built.scaled
     images, labels, placed, starts = None, None, None, {}
     if resident:
         placed, starts = _place_shards(tf, strategy, ctx.devices, data, shards)
@@ -145,26 +163,26 @@ def _parallel_workload(ctx: Context, spec: dict[str, Any], data: Dataset) -> Ten
     step_fn = build_replicated_step(tf, model, optimizer, strategy, world=world, train=train, compile_function=compile_function,
                                     jit_compile=xla, resident=placed, shape=ctx.shape)
     dispatch = steps_per_dispatch(ctx.switches.steps_per_dispatch, train=train, xla=xla, resident=resident, world=world,
-                                  kind=ctx.kind, spec=spec, samples=data.samples)
-    weight_decay = bool(train and parity["optimizer"]["weight_decay"])
-    switches = optimizations(compile_function, xla, POLICIES[parity["precision"]], resident, scaled, weight_decay, dispatch)
+                                  kind=ctx.kind, plan=spec.schedule, samples=data.samples)
+    weight_decay = bool(train and parity.optimizer["weight_decay"])
+    switches = optimizations(compile_function, xla, POLICIES[parity.precision], resident, scaled, weight_decay, dispatch)
     if xla:
-        switches["xla"]["detail"] = REPLICATED_XLA_DETAIL
+        switches["xla"] = switches["xla"]._replace(detail=REPLICATED_XLA_DETAIL)
     switches["data_parallel"] = data_parallel(world, ctx.kind, all_reduce_name(ctx.kind), shards, resident, train)
     workload = TensorFlowWorkload(
         trainable_parameters=count_trainable(model),
-        precision=precision_in_effect(tf, keras, parity["precision"], scaled),
+        precision=precision_in_effect(tf, keras, parity.precision, scaled),
         data_placement="device" if placed is not None else "host",  # per-replica tensors placed in setup, or host arrays
         optimizations=switches, world_size=world, tf=tf, step_fn=step_fn, train=train, resident=resident,
         host_images=images, host_labels=labels, device_kind=ctx.kind, starts=starts, keep=[model, optimizer, placed],
         strategy=strategy, shards=shards, devices=ctx.devices,
     )
     with strategy.scope():
-        workload.readback = _readback(tf, keras, parity, model, optimizer, init, normalize(data.images[:2]), 1)
+        workload.readback = _readback(tf, keras, parity, built, normalize(data.images[:2]), 1)
     return workload
 
 
-def _place_shards(tf: Any, strategy: Any, devices: list[str], data: Dataset, shards: Any) -> tuple[Any, dict[int, Any]]:
+def _place_shards(tf: Any, strategy: Any, devices: list[str], data: Dataset, shards: ShardPlan) -> tuple[Any, dict[int, Any]]:
     """(per-replica split, start tensors): each replica's normalised shard on its device, the shard starts as tensors."""
     from bench_engine.shards import shard_dataset
 
@@ -180,14 +198,15 @@ def _place_shards(tf: Any, strategy: Any, devices: list[str], data: Dataset, sha
     return placed, {local: tf.identity(tf.constant(local, tf.int32)) for local in shards.local_starts}
 
 
-def _readback(tf: Any, keras: Any, parity: dict[str, Any], model: Any, optimizer: Any, init: dict[str, Any], probe: Any,
-              group: int) -> dict[str, Any]:
+def _readback(tf: Any, keras: Any, parity: Parity, built: Built, probe: Any, group: int) -> Readback:
     """docs/engine-contract.md: what the built objects say (a traced forward/backward for the dtypes)."""
-    train = parity["mode"] == "train"
-    return {
-        "mode": parity["mode"], "arch": parity["model"]["arch"], **traced(tf, keras, model, probe, train),
-        "param_dtypes": sorted({v.dtype.name if hasattr(v.dtype, "name") else str(v.dtype) for v in model.trainable_variables}),
-        "init": init, "steps_per_dispatch": group,
-        "optimizer": optimizer_readback(keras, optimizer) if train else None,
-        "loss": loss_readback(tf.nn.sparse_softmax_cross_entropy_with_logits) if train else None,
-    }
+    train = parity.mode == "train"
+    model = built.model
+    seen = traced(tf, keras, model, probe, train)
+    return Readback(
+        mode=parity.mode, arch=parity.arch, input_shape=seen.input_shape, num_classes=seen.num_classes, observed=seen.observed,
+        param_dtypes=tuple(sorted({v.dtype.name if hasattr(v.dtype, "name") else str(v.dtype) for v in model.trainable_variables})),
+        init=built.init, steps_per_dispatch=group,
+        optimizer=optimizer_readback(keras, built.optimizer) if train else None,
+        loss=loss_readback(tf.nn.sparse_softmax_cross_entropy_with_logits) if train else None,
+    )

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from bench_engine.initweights import InitError, canonical_sha256, read_init
+from bench_engine.report import LossReadback, Observed, OptimizerReadback, Traced
 
 BN_ORDER = ("weight", "bias", "running_mean", "running_var")  # keras: gamma, beta, moving_mean, moving_variance
 
@@ -48,21 +49,21 @@ def make_adam(keras: Any, lr: float, betas: list[float], eps: float, weight_deca
     return TorchAdam(l2=weight_decay, learning_rate=float(lr), beta_1=float(betas[0]), beta_2=float(betas[1]), epsilon=float(eps))
 
 
-def optimizer_readback(keras: Any, optimizer: Any) -> dict[str, Any]:
+def optimizer_readback(keras: Any, optimizer: Any) -> OptimizerReadback:
     """Hyper-parameters from the optimizer object (the inner one under fp16 loss scaling)."""
     inner = getattr(optimizer, "inner_optimizer", optimizer)
     adam = isinstance(inner, keras.optimizers.Adam)
     value = lambda v: float(np.asarray(v.numpy() if hasattr(v, "numpy") else v))  # noqa: E731
-    return {
-        "name": "adam" if adam else "sgd" if isinstance(inner, keras.optimizers.SGD) else type(inner).__name__.lower(),
-        "class": f"{type(inner).__module__}.{type(inner).__qualname__}",
-        "lr": value(inner.learning_rate),
-        "weight_decay": float(getattr(inner, "l2", 0.0) or 0.0) + float(inner.weight_decay or 0.0),
-        "momentum": None if adam else value(inner.momentum),
-        "nesterov": None if adam else bool(inner.nesterov),
-        "betas": [value(inner.beta_1), value(inner.beta_2)] if adam else None,
-        "eps": value(inner.epsilon) if adam else None,
-    }
+    return OptimizerReadback(
+        name="adam" if adam else "sgd" if isinstance(inner, keras.optimizers.SGD) else type(inner).__name__.lower(),
+        class_=f"{type(inner).__module__}.{type(inner).__qualname__}",
+        lr=value(inner.learning_rate),
+        weight_decay=float(getattr(inner, "l2", 0.0) or 0.0) + float(inner.weight_decay or 0.0),
+        momentum=None if adam else value(inner.momentum),
+        nesterov=None if adam else bool(inner.nesterov),
+        betas=(value(inner.beta_1), value(inner.beta_2)) if adam else None,
+        eps=value(inner.epsilon) if adam else None,
+    )
 
 
 def _keras_name(name: str) -> tuple[str, str]:
@@ -122,7 +123,7 @@ def shared_sha256(tensors: dict[str, np.ndarray], model: Any) -> str:
     return canonical_sha256(back)
 
 
-def traced(tf: Any, keras: Any, model: Any, images: Any, train: bool) -> dict[str, Any]:
+def traced(tf: Any, keras: Any, model: Any, images: Any, train: bool) -> Traced:
     """A forward (and backward) of a real batch under the global policy, inference mode (statistics untouched), no update."""
     conv = next(layer for layer in model.layers if isinstance(layer, keras.layers.Conv2D))
     probe = keras.Model(model.inputs, [conv.output, model.output])
@@ -142,10 +143,9 @@ def traced(tf: Any, keras: Any, model: Any, images: Any, train: bool) -> dict[st
                                   for part in strategy.run(forward_backward))
     else:
         conv_out, logits, grad = forward_backward()
-    return {"input_shape": [int(d) for d in x.shape[1:]], "num_classes": int(logits.shape[-1]),
-            "observed": {"compute_dtype": conv_out.dtype.name, "grad_dtype": grad.dtype.name if grad is not None else None,
-                         "logits_dtype": logits.dtype.name}}
+    return Traced(tuple(int(d) for d in x.shape[1:]), int(logits.shape[-1]),
+                  Observed(conv_out.dtype.name, grad.dtype.name if grad is not None else None, logits.dtype.name))
 
 
-def loss_readback(fn: Any) -> dict[str, Any]:
-    return {"name": "cross_entropy", "class": f"tf.nn.{fn.__name__}", "reduction": "mean", "label_smoothing": 0.0}
+def loss_readback(fn: Any) -> LossReadback:
+    return LossReadback("cross_entropy", f"tf.nn.{fn.__name__}", "mean", 0.0)

@@ -18,8 +18,18 @@ from typing import Any
 import numpy as np
 
 from bench_engine.api import Engine, StepBatch, Workload
+from bench_engine.contract import RunSpec
 from bench_engine.data import Dataset
 from bench_engine.launch import worker_info
+from bench_engine.report import (
+    EnvironmentFacts,
+    InitReadback,
+    LossReadback,
+    Observed,
+    OptimizerReadback,
+    PrecisionReport,
+    Readback,
+)
 from bench_engine.shards import ShardPlan, plan_shards, shard_dataset
 
 
@@ -63,45 +73,46 @@ class FakeDPWorkload(Workload):
 
     def block_losses(self) -> list[float]:
         """Each rank's own block mean (its rank): the launcher's merge reports the mean over ranks."""
-        return [float(self.rank)] * self.blocks if self.readback.get("mode") == "train" else []
+        return [float(self.rank)] * self.blocks if self.readback.mode == "train" else []
 
 
 class FakeDPEngine(Engine):
     name = "fakedp"
     framework = "FakeDP"
 
-    def processes(self, spec: dict[str, Any]) -> int:
-        return int(spec["parity"]["devices"])
+    def processes(self, spec: RunSpec) -> int:
+        return spec.parity.devices
 
-    def environment(self, spec: dict[str, Any]) -> dict[str, Any]:
+    def environment(self, spec: RunSpec) -> EnvironmentFacts:
         worker = worker_info()
-        return {"framework_version": np.__version__, "device_kind": "cpu", "devices": ["cpu"] * spec["parity"]["devices"],
-                "extra": {"rank": worker.rank if worker else None}}
+        return EnvironmentFacts(framework_version=np.__version__, device_kind="cpu", devices=("cpu",) * spec.parity.devices,
+                                extra={"rank": worker.rank if worker else None})
 
-    def prepare(self, spec: dict[str, Any], data: Dataset) -> Workload:
+    def prepare(self, spec: RunSpec, data: Dataset) -> Workload:
         worker = worker_info()
         assert worker is not None, "fakedp runs as launched workers only"
-        precision = {"name": "fp32", "compute_dtype": "float32", "param_dtype": "float32", "tf32_matmul": False, "tf32_conv": False}
-        options = spec.get("engine_options") or {}
+        precision = PrecisionReport("fp32", "float32", "float32", False, False)
+        options = spec.engine_options
         if options.get("hang_at_exit"):  # as a communicator whose teardown waits for a peer's collective
             atexit.register(time.sleep, 3600)
         delay = float(options.get("delay_s", 0.02)) * (worker.rank + 1)
         barrier = Path(options["barrier"]) if options.get("barrier") else None
         workload = FakeDPWorkload(plan_shards(spec, data.samples), data, worker.rank, delay, barrier,
-                                  trainable_parameters=spec["expected"]["trainable_parameters"] or 0, precision=precision,
+                                  trainable_parameters=spec.expected_parameters or 0, precision=precision,
                                   data_placement="host", world_size=worker.world_size)
-        parity = spec["parity"]
-        opt = parity["optimizer"]
-        train = parity["mode"] == "train"
-        workload.readback = {  # a test double: it "reads back" its spec
-            "mode": parity["mode"], "arch": parity["model"]["arch"], "num_classes": parity["model"]["num_classes"],
-            "input_shape": [int(d) for d in data.images.shape[1:]], "param_dtypes": ["float32"],
-            "observed": {"compute_dtype": "float32", "grad_dtype": "float32" if train else None, "logits_dtype": "float32"},
-            "optimizer": {"name": opt["name"], "class": "fakedp.Optimizer", "lr": opt["lr"], "weight_decay": opt["weight_decay"],
-                          "momentum": opt.get("momentum"), "nesterov": opt.get("nesterov"), "betas": opt.get("betas"),
-                          "eps": opt.get("eps")} if train else None,
-            "loss": {"name": parity["loss"], "class": "fakedp.CrossEntropy", "reduction": "mean", "label_smoothing": 0.0} if train else None,
-            "init": {"mode": (parity.get("init") or {"mode": "framework"})["mode"], "sha256": (parity.get("init") or {}).get("sha256")},
-            "steps_per_dispatch": 1,
-        }
+        parity = spec.parity
+        opt = parity.optimizer
+        train = parity.mode == "train"
+        init = parity.init or {"mode": "framework"}
+        betas = opt.get("betas")
+        workload.readback = Readback(  # a test double: it "reads back" its spec
+            mode=parity.mode, arch=parity.arch, num_classes=parity.num_classes,
+            input_shape=tuple(int(d) for d in data.images.shape[1:]), param_dtypes=("float32",),
+            observed=Observed("float32", "float32" if train else None, "float32"),
+            optimizer=OptimizerReadback(opt["name"], "fakedp.Optimizer", opt["lr"], opt["weight_decay"], opt.get("momentum"),
+                                        opt.get("nesterov"), tuple(betas) if betas is not None else None, opt.get("eps"))
+            if train else None,
+            loss=LossReadback(parity.loss, "fakedp.CrossEntropy", "mean", 0.0) if train else None,
+            init=InitReadback(init["mode"], init.get("sha256")), steps_per_dispatch=1,
+        )
         return workload
