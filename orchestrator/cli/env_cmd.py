@@ -20,11 +20,12 @@ env_app = typer.Typer(help="Host facts and per-engine environments.", invoke_wit
 
 def engine_status() -> list[dict]:
     from orchestrator.runtimes.local import probe_framework, resolve_interpreter
+    from orchestrator.runtimes.local_settings import LocalSettings
 
     rows = []
     for name, engine in discover().items():
         try:
-            interpreter = resolve_interpreter(engine, {})
+            interpreter = resolve_interpreter(engine, LocalSettings())
             ok, detail = probe_framework(interpreter, engine)
         except Exception as exc:
             interpreter, ok, detail = "-", False, str(exc)
