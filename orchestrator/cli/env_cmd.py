@@ -48,7 +48,8 @@ def env(ctx: typer.Context, wide: bool = WideOption, as_json: bool = typer.Optio
     if ctx.invoked_subcommand:
         return
     facts = host_facts()
-    facts["cpu"] = run_host()
+    cpu = run_host()
+    facts["cpu"] = cpu.to_json()
     facts["docker"] = docker_status()
     facts["engines"] = engine_status()
     if as_json:
@@ -56,7 +57,7 @@ def env(ctx: typer.Context, wide: bool = WideOption, as_json: bool = typer.Optio
         return
     out.print(f"[bold]host[/] {markup(facts['hostname'])}  {markup(facts['os'])}  {facts['cpu_count']} CPUs  "
               f"Python {markup(facts['python'])}  bench {facts['bench_version']}")
-    out.print(f"[bold]CPU[/] {markup(describe_host(facts['cpu']))}")
+    out.print(f"[bold]CPU[/] {markup(describe_host(cpu))}")
     nvml = facts["nvml"]
     if nvml["available"] and nvml["gpus"]:
         out.print(f"[bold]GPUs[/] driver {markup(nvml['driver'])}, CUDA driver {markup(nvml['cuda_driver'])}")

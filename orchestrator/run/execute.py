@@ -150,7 +150,7 @@ def _run_one(artifact: Artifact, scenario: Scenario, plan: RunPlan, split: Prepa
                         throughput=verdict.throughput if verdict.status == "ok" else None,
                         apparent_throughput=verdict.throughput if verdict.status == "invalid" else None,
                         telemetry=dict(done.observed) if done.observed else None,
-                        host=finish_host(host))  # and the load average as the run ended
+                        host=finish_host(host).to_json())  # and the load average as the run ended
     write_record(artifact, record)
     return record, verdict.result
 
