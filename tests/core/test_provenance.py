@@ -154,7 +154,7 @@ CPUINFO_ARM = "processor\t: 0\nFeatures\t: fp asimd evtstrm aes sha2 asimdhp asi
 ])
 def test_cpu_flags_from_a_fake_cpuinfo(tmp_path: Path, cpuinfo: str, flags: list[str] | None) -> None:
     host = run_host(fake_root(tmp_path, cpuinfo=cpuinfo), lambda: {0})
-    assert host["cpu_flags"] == flags and host["cpu_count"] == 1
+    assert host.to_json()["cpu_flags"] == flags and host.cpu_count == 1
     validate({**_record(), "host": host.to_json()}, "run-record")
 
 
@@ -168,7 +168,7 @@ def test_speed_flags_of_a_text() -> None:
 def test_finish_host_adds_the_load_at_the_end(tmp_path: Path) -> None:
     root = fake_root(tmp_path, loadavg="4.50 2.00 1.00 1/2 3\n")
     host = provenance.finish_host(run_host(root, lambda: {0}), root)
-    assert host["load_avg"] == host["load_avg_end"] == [4.5, 2.0, 1.0]
+    assert host.load_avg == host.load_avg_end == (4.5, 2.0, 1.0)
     validate({**_record(), "host": host.to_json()}, "run-record")
     with pytest.raises(SchemaError):
         validate({**_record(), "host": {**host, "cpu_flags": "avx2"}}, "run-record")
