@@ -171,9 +171,9 @@ def test_finish_host_adds_the_load_at_the_end(tmp_path: Path) -> None:
     assert host.load_avg == host.load_avg_end == (4.5, 2.0, 1.0)
     validate({**_record(), "host": host.to_json()}, "run-record")
     with pytest.raises(SchemaError):
-        validate({**_record(), "host": {**host, "cpu_flags": "avx2"}}, "run-record")
+        validate({**_record(), "host": {**host.to_json(), "cpu_flags": "avx2"}}, "run-record")
     with pytest.raises(SchemaError):
-        validate({**_record(), "host": {**host, "load_avg_end": [1.0]}}, "run-record")
+        validate({**_record(), "host": {**host.to_json(), "load_avg_end": [1.0]}}, "run-record")
 
 
 def test_an_affinity_comes_with_its_count() -> None:
