@@ -71,7 +71,7 @@ KEYS = tuple(declarations(LocalSettings))
 
 def local_settings(settings: Mapping[str, Any]) -> LocalSettings:
     """The local runtime's settings from the runtime settings (their top-level ``interpreter``, ``env``, ``visible_devices``)."""
-    return LocalSettings(**gather(LocalSettings, {key: settings.get(key) for key in KEYS}, {}, "local"))
+    return gather(LocalSettings, {key: settings.get(key) for key in KEYS}, {}, "local")
 
 
 def settings_from_cli(**given: Any) -> dict[str, Any]:

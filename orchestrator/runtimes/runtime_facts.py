@@ -41,13 +41,14 @@ class ContainerOptions:
 
     def to_json(self) -> dict[str, Any]:
         """The record's ``container`` block (the keys of ``docker inspect``'s options, lists as lists)."""
-        doc: dict[str, Any] = {f.name: _listed(getattr(self, f.name)) for f in fields(self)}
-        doc["tmpfs"] = dict(self.tmpfs) if self.tmpfs is not None else None
-        doc["ulimits"] = [{"name": n, "soft": s, "hard": h} for n, s, h in self.ulimits]
-        doc["device_requests"] = [{"driver": d, "count": c, "device_ids": _listed(ids), "capabilities": _listed(caps)}
-                                  for d, c, ids, caps in self.device_requests]
-        doc["labels"] = dict(self.labels)
-        return doc
+        return {
+            **{f.name: _listed(getattr(self, f.name)) for f in fields(self)},
+            "tmpfs": dict(self.tmpfs) if self.tmpfs is not None else None,
+            "ulimits": [{"name": n, "soft": s, "hard": h} for n, s, h in self.ulimits],
+            "device_requests": [{"driver": d, "count": c, "device_ids": _listed(ids), "capabilities": _listed(caps)}
+                                for d, c, ids, caps in self.device_requests],
+            "labels": dict(self.labels),
+        }
 
 
 def _listed(value: Any) -> Any:
@@ -96,15 +97,11 @@ class RuntimeFacts:
 
     def to_json(self) -> dict[str, Any]:
         """The record's ``runtime`` block: the facts known (None and empty ones left out), the image's flattened in."""
-        doc: dict[str, Any] = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if value is None or value == ():
-                continue
-            if isinstance(value, ImageFacts):
-                doc.update(value.to_json())
-            elif isinstance(value, ContainerOptions):
-                doc[f.name] = value.to_json()
-            else:
-                doc[f.name] = list(value) if isinstance(value, tuple) else value
-        return doc
+        known = [(f.name, getattr(self, f.name)) for f in fields(self) if getattr(self, f.name) not in (None, ())]
+        parts = [value.to_json() if isinstance(value, ImageFacts) else {name: _json(value)} for name, value in known]
+        return {key: item for part in parts for key, item in part.items()}
+
+
+def _json(value: Any) -> Any:
+    """A fact as JSON has it: the container's block, lists for tuples."""
+    return value.to_json() if isinstance(value, ContainerOptions) else _listed(value)
