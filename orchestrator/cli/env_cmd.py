@@ -20,11 +20,12 @@ env_app = typer.Typer(help="Host facts and per-engine environments.", invoke_wit
 
 def engine_status() -> list[dict]:
     from orchestrator.runtimes.local import probe_framework, resolve_interpreter
+    from orchestrator.runtimes.local_settings import LocalSettings
 
     rows = []
     for name, engine in discover().items():
         try:
-            interpreter = resolve_interpreter(engine, {})
+            interpreter = resolve_interpreter(engine, LocalSettings())
             ok, detail = probe_framework(interpreter, engine)
         except Exception as exc:
             interpreter, ok, detail = "-", False, str(exc)
@@ -47,7 +48,8 @@ def env(ctx: typer.Context, wide: bool = WideOption, as_json: bool = typer.Optio
     if ctx.invoked_subcommand:
         return
     facts = host_facts()
-    facts["cpu"] = run_host()
+    cpu = run_host()
+    facts["cpu"] = cpu.to_json()
     facts["docker"] = docker_status()
     facts["engines"] = engine_status()
     if as_json:
@@ -55,7 +57,7 @@ def env(ctx: typer.Context, wide: bool = WideOption, as_json: bool = typer.Optio
         return
     out.print(f"[bold]host[/] {markup(facts['hostname'])}  {markup(facts['os'])}  {facts['cpu_count']} CPUs  "
               f"Python {markup(facts['python'])}  bench {facts['bench_version']}")
-    out.print(f"[bold]CPU[/] {markup(describe_host(facts['cpu']))}")
+    out.print(f"[bold]CPU[/] {markup(describe_host(cpu))}")
     nvml = facts["nvml"]
     if nvml["available"] and nvml["gpus"]:
         out.print(f"[bold]GPUs[/] driver {markup(nvml['driver'])}, CUDA driver {markup(nvml['cuda_driver'])}")

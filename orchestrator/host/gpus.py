@@ -5,7 +5,7 @@ Without NVML or a GPU, says so instead of failing."""
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, NamedTuple
 
 
 def visible_ids(visible: Any) -> tuple[str, ...]:
@@ -67,19 +67,24 @@ def driver_facts(nvml: Any) -> dict[str, Any]:
             "cuda_driver": f"{cuda // 1000}.{(cuda % 1000) // 10}" if isinstance(cuda, int) else None}
 
 
-def runtime_name(settings: dict[str, Any]) -> str | None:
-    return (settings.get("checked") or {}).get("name") or settings.get("runtime")
+class GpuRequest(NamedTuple):
+    """What a run monitor is told of the GPUs a run may use (``RuntimeSettings.gpu_request``)."""
+
+    runtime: str | None = None  # the run's runtime, once checked
+    visible: tuple[str, ...] | None = None  # visible_devices as given ((): all; None: not given)
+    environment_visible: str | None = None  # CUDA_VISIBLE_DEVICES of the run's added environment
+    sampled: bool = True  # False: no telemetry for this run
 
 
-def requested_devices(settings: dict[str, Any]) -> list[str] | None:
+def requested_devices(request: GpuRequest) -> list[str] | None:
     """The GPUs a run may use, as given (indices or UUIDs), or None for all.
 
     ``visible_devices`` first ('all' or empty: every GPU); for a process on this host (local runtime)
     also ``CUDA_VISIBLE_DEVICES`` of its environment; a container gets every GPU unless told otherwise.
     """
-    visible = settings.get("visible_devices")
-    if visible is None and runtime_name(settings) != "docker":
-        visible = (settings.get("env") or {}).get("CUDA_VISIBLE_DEVICES", os.environ.get("CUDA_VISIBLE_DEVICES"))
+    visible: Any = request.visible
+    if visible is None and request.runtime != "docker":
+        visible = request.environment_visible if request.environment_visible is not None else os.environ.get("CUDA_VISIBLE_DEVICES")
     return list(visible_ids(visible)) or None
 
 

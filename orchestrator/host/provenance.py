@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -110,7 +111,40 @@ def load_average(root: Path) -> list[float] | None:
     return None
 
 
-def run_host(root: Path = Path("/"), affinity: Callable[[], set[int] | None] = _own_affinity) -> dict[str, Any]:
+@dataclass(frozen=True)
+class HostState:
+    """The run record's ``host`` block: the CPU facts and state around one run (None: not readable here)."""
+
+    cpu_model: str | None = None
+    cpu_flags: tuple[str, ...] | None = None  # the speed-deciding features (orchestrator.host.cpuflags)
+    cpu_count: int | None = None
+    cpu_affinity: str | None = None  # cpulist notation: 0-2,5
+    cpu_affinity_count: int | None = None
+    governors: tuple[tuple[str, str], ...] | None = None  # (scaling governor, the cpulist using it)
+    scaling_driver: str | None = None
+    boost: bool | None = None
+    boost_source: str | None = None
+    load_avg: tuple[float, ...] | None = None  # 1, 5 and 15 minutes, as the run started
+    load_avg_end: tuple[float, ...] | None = None  # as it ended (None: not ended yet)
+
+    def __post_init__(self) -> None:
+        if (self.cpu_affinity is None) != (self.cpu_affinity_count is None):
+            raise ValueError("a CPU affinity comes with its CPU count")
+
+    def to_json(self) -> dict[str, Any]:
+        """The block as run.json has it (lists for tuples; ``load_avg_end`` only once the run has ended)."""
+        doc = {f.name: list(v) if isinstance(v := getattr(self, f.name), tuple) else v for f in fields(self)}
+        doc["governors"] = dict(self.governors) if self.governors is not None else None
+        if self.load_avg_end is None:
+            del doc["load_avg_end"]
+        return doc
+
+
+def _tuple(values: list[float] | list[str] | None) -> tuple[Any, ...] | None:
+    return tuple(values) if values is not None else None
+
+
+def run_host(root: Path = Path("/"), affinity: Callable[[], set[int] | None] = _own_affinity) -> HostState:
     """The run record's ``host`` block, taken just before a run starts."""
     try:
         allowed = affinity()
@@ -119,33 +153,28 @@ def run_host(root: Path = Path("/"), affinity: Callable[[], set[int] | None] = _
     cpus = sorted(allowed) if allowed else _present_cpus(root)
     first = cpus[0] if cpus else 0
     enabled, source = boost(root)
-    return {
-        "cpu_model": cpu_model(root),
-        "cpu_flags": cpu_flags(root),
-        "cpu_count": cpu_count(root),
-        "cpu_affinity": cpu_list(allowed) if allowed else None,
-        "cpu_affinity_count": len(allowed) if allowed else None,
-        "governors": governors(root, cpus),
-        "scaling_driver": _read(root / CPU_SYS / f"cpu{first}/cpufreq/scaling_driver") or None,
-        "boost": enabled,
-        "boost_source": source,
-        "load_avg": load_average(root),
-    }
+    used = governors(root, cpus)
+    return HostState(
+        cpu_model=cpu_model(root), cpu_flags=_tuple(cpu_flags(root)), cpu_count=cpu_count(root),
+        cpu_affinity=cpu_list(allowed) if allowed else None, cpu_affinity_count=len(allowed) if allowed else None,
+        governors=tuple(used.items()) if used is not None else None,
+        scaling_driver=_read(root / CPU_SYS / f"cpu{first}/cpufreq/scaling_driver") or None,
+        boost=enabled, boost_source=source, load_avg=_tuple(load_average(root)),
+    )
 
 
-def finish_host(host: dict[str, Any], root: Path = Path("/")) -> dict[str, Any]:
+def finish_host(host: HostState, root: Path = Path("/")) -> HostState:
     """The run's ``host`` block with the load average as the run ended (``load_avg_end``)."""
-    return {**host, "load_avg_end": load_average(root)}
+    return replace(host, load_avg_end=_tuple(load_average(root)))
 
 
-def describe_host(host: dict[str, Any]) -> str:
+def describe_host(host: HostState) -> str:
     """One line: model, speed flags, affinity, governors, boost and load average ('?' where unknown)."""
-    govs = host.get("governors")
-    governor = ", ".join(f"{name} ({cpus})" for name, cpus in govs.items()) if govs else "?"
-    turbo = "?" if host.get("boost") is None else "on" if host["boost"] else "off"
-    load = host.get("load_avg")
-    affinity = f"{host['cpu_affinity']} ({host.get('cpu_affinity_count')} CPUs)" if host.get("cpu_affinity") else "?"
-    flags = host.get("cpu_flags")
+    governor = ", ".join(f"{name} ({cpus})" for name, cpus in host.governors) if host.governors else "?"
+    turbo = "?" if host.boost is None else "on" if host.boost else "off"
+    load = host.load_avg
+    affinity = f"{host.cpu_affinity} ({host.cpu_affinity_count} CPUs)" if host.cpu_affinity else "?"
+    flags = host.cpu_flags
     features = "?" if flags is None else " ".join(flags) or "none"
-    return (f"{host.get('cpu_model') or '?'}; flags {features}; affinity {affinity}; governor {governor}; boost {turbo}; "
+    return (f"{host.cpu_model or '?'}; flags {features}; affinity {affinity}; governor {governor}; boost {turbo}; "
             f"load {'/'.join(f'{v:.2f}' for v in load) if load else '?'}")

@@ -1,6 +1,6 @@
 """GPU telemetry of one run (nvidia-ml-py): static GPU facts plus a background sampler.
 
-``GpuTelemetry`` is a run monitor (see ``orchestrator.run.attempt.RunMonitor``): ``start(run_dir, settings)``
+``GpuTelemetry`` is a run monitor (see ``orchestrator.run.attempt.RunMonitor``): ``start(run_dir, request)``
 records the static facts of the GPUs the run uses (name, UUID, driver and CUDA driver versions,
 memory, power limits, clocks, persistence/MIG/ECC modes) and starts a thread that samples every
 ``interval`` seconds utilisation, memory used, power, SM/memory clocks, temperature, throttle reasons
@@ -8,9 +8,9 @@ and the total-energy counter into ``<run_dir>/telemetry.csv``; ``stop()`` ends t
 a small summary (samples, mean/max power and utilisation, energy in joules) that the executor stores in
 ``run.json`` under ``telemetry.gpu``.
 
-Which GPUs: ``settings['visible_devices']`` (indices as nvidia-smi numbers them, or GPU UUIDs; a
-comma-separated string or a list; 'all'), else for the local runtime ``CUDA_VISIBLE_DEVICES`` of the
-run's environment (``settings['env']``) or of this process, else every GPU. Runs of the slurm runtime
+Which GPUs (a ``host.gpus.GpuRequest``): ``visible_devices`` (indices as nvidia-smi numbers them, or GPU
+UUIDs; 'all'), else for the local runtime ``CUDA_VISIBLE_DEVICES`` of the run's environment (the
+runtime's ``env``) or of this process, else every GPU. Runs of the slurm runtime
 execute on another node: they are not sampled. Indices are NVML (PCI bus) order; set
 ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` so that CUDA numbers them the same way.
 
@@ -35,13 +35,13 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from orchestrator.host.gpus import (
+    GpuRequest,
     device_facts,
     driver_facts,
     load_nvml,
     nvml_call,
     requested_devices,
     resolve_handles,
-    runtime_name,
 )
 
 CSV_NAME = "telemetry.csv"
@@ -129,9 +129,9 @@ class GpuTelemetry:
         self._error: str | None = None
 
     # -- monitor protocol -------------------------------------------------------------------
-    def start(self, run_dir: Path, settings: dict[str, Any]) -> None:
+    def start(self, run_dir: Path, request: GpuRequest) -> None:
         try:
-            self._start(Path(run_dir), settings or {})
+            self._start(Path(run_dir), request)
         except Exception as exc:
             self._close_nvml()
             self._reason = f"telemetry could not start ({exc.__class__.__name__}: {exc})"
@@ -145,32 +145,31 @@ class GpuTelemetry:
             self._close_nvml()
 
     # -- internals ----------------------------------------------------------------------------
-    def _start(self, run_dir: Path, settings: dict[str, Any]) -> None:
-        if settings.get("telemetry") is False:
+    def _start(self, run_dir: Path, request: GpuRequest) -> None:
+        if not request.sampled:
             self._reason = "disabled (telemetry: false)"
             return
-        if runtime_name(settings) == "slurm":
+        if request.runtime == "slurm":
             self._reason = "runtime slurm: the job runs on a cluster node whose GPUs this host cannot sample"
             return
         spec = _run_devices(run_dir)
         if spec.device == "cpu":
             self._reason = "the run uses the CPU (device: cpu); no GPU telemetry"
             return
-        interval = self.interval_s or settings.get("telemetry_interval_s") or DEFAULT_INTERVAL_S
-        self.interval_s = max(0.01, float(interval))
+        self.interval_s = max(0.01, float(self.interval_s or DEFAULT_INTERVAL_S))
         nvml, why = load_nvml()
         if nvml is None:
             self._reason = why
             return
         self._nvml = nvml
-        handles, self._notes = resolve_handles(nvml, requested_devices(settings))
+        handles, self._notes = resolve_handles(nvml, requested_devices(request))
         if not handles:
             self._reason = "no GPU found" + (f" ({'; '.join(self._notes)})" if self._notes else " (NVML reports 0 devices)")
             self._close_nvml()
             return
         self._handles = handles
         used = spec.devices
-        if requested_devices(settings) is None and used is not None and used < len(handles):
+        if requested_devices(request) is None and used is not None and used < len(handles):
             self._notes.append(f"sampled all {len(handles)} GPUs of the host while the run uses {used}; "
                                "set visible_devices to restrict telemetry and energy to the run's GPUs")
         self._facts = {**driver_facts(nvml), "devices": [device_facts(nvml, i, h) for i, h in handles]}

@@ -6,6 +6,7 @@ runtime records them for each run (:func:`image_facts`).
 
 from __future__ import annotations
 
+from dataclasses import dataclass, fields
 from typing import Any
 
 from orchestrator.imagebuild.refs import parse_ref
@@ -18,22 +19,38 @@ LABEL_VERSION = "org.opencontainers.image.version"
 LABEL_REVISION = "org.opencontainers.image.revision"
 
 
-def image_facts(image: Any) -> dict[str, Any]:
-    """Run-record facts of a local engine image: id, base and its digest, engine version, revision."""
+@dataclass(frozen=True)
+class ImageFacts:
+    """Run-record facts of a local engine image: its id, base and the base's digest, engine version, source revision."""
+
+    image_id: str
+    base: str | None = None
+    base_digest: str | None = None
+    base_digest_kind: str | None = None  # registry manifest | local image id (...)
+    engine_version: str | None = None
+    source_revision: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.image_id:
+            raise ValueError("image facts name the image's id")
+        if (self.base_digest is None) != (self.base_digest_kind is None):
+            raise ValueError("a base digest says what kind of digest it is")
+
+    def to_json(self) -> dict[str, str]:
+        """The facts known, as the run record's runtime block has them."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
+
+
+def image_facts(image: Any) -> ImageFacts:
+    """The facts of a local engine image (a docker-py Image), read from its labels."""
     labels = (image.attrs.get("Config") or {}).get("Labels") or {}
-    facts: dict[str, Any] = {"image_id": image.id}
-    if labels.get(LABEL_BASE_NAME):
-        facts["base"] = labels[LABEL_BASE_NAME]
+    digest, kind = None, None
     if labels.get(LABEL_BASE_DIGEST):
-        facts["base_digest"] = labels[LABEL_BASE_DIGEST]
-        facts["base_digest_kind"] = "registry manifest"
+        digest, kind = labels[LABEL_BASE_DIGEST], "registry manifest"
     elif labels.get(LABEL_BASE_ID):
-        facts["base_digest"] = labels[LABEL_BASE_ID]
-        facts["base_digest_kind"] = "local image id (the base has no registry digest)"
-    for key, label in (("engine_version", LABEL_VERSION), ("source_revision", LABEL_REVISION)):
-        if labels.get(label):
-            facts[key] = labels[label]
-    return facts
+        digest, kind = labels[LABEL_BASE_ID], "local image id (the base has no registry digest)"
+    return ImageFacts(image.id, labels.get(LABEL_BASE_NAME) or None, digest, kind,
+                      labels.get(LABEL_VERSION) or None, labels.get(LABEL_REVISION) or None)
 
 
 def repo_digest(image: Any, ref: str | None = None) -> str | None:

@@ -15,11 +15,12 @@ from typing import Any, Protocol
 from bench_engine.contract import EngineResult, RunSpec
 from orchestrator.data import PreparedSplit
 from orchestrator.engines.registry import EngineInfo
+from orchestrator.host.gpus import GpuRequest
 from orchestrator.jsonio import write_json
 from orchestrator.judge.parity import check_against_spec
 from orchestrator.judge.record import STATUSES, ParityVerdict, describe_mismatches
 from orchestrator.judge.result_read import REJECTED_RESULT, read_result
-from orchestrator.runtimes import Execution, RunPaths, Runtime
+from orchestrator.runtimes import Execution, RunPaths, Runtime, RuntimeSettings
 
 __all__ = ["REJECTED_RESULT", "Attempt", "Judgement", "RunMonitor", "describe_mismatches", "judge", "run_attempt"]
 
@@ -29,7 +30,7 @@ class RunMonitor(Protocol):
 
     name: str
 
-    def start(self, run_dir: Path, settings: dict[str, Any]) -> None: ...
+    def start(self, run_dir: Path, request: GpuRequest) -> None: ...
     def stop(self) -> dict[str, Any]: ...
 
 
@@ -71,7 +72,7 @@ def run_paths(run_dir: Path, dataset: Path) -> RunPaths:
     return RunPaths(run_dir, run_dir / "spec.json", run_dir / "result.json", run_dir / "engine.log", dataset)
 
 
-def run_attempt(run_dir: Path, split: PreparedSplit, runtime: Runtime, engine: EngineInfo, settings: dict[str, Any],
+def run_attempt(run_dir: Path, split: PreparedSplit, runtime: Runtime, engine: EngineInfo, settings: RuntimeSettings,
                 make_spec: Callable[[str], RunSpec], on_line: Callable[[str], None],
                 monitors: Sequence[RunMonitor] = ()) -> Attempt:
     """Write ``make_spec(dataset path as the runtime mounts it)`` into ``run_dir``, execute it, judge it."""
@@ -79,7 +80,7 @@ def run_attempt(run_dir: Path, split: PreparedSplit, runtime: Runtime, engine: E
     spec = make_spec(runtime.dataset_path(paths))
     write_json(paths.spec, spec.to_json(), "run-spec")
     for monitor in monitors:
-        monitor.start(run_dir, settings)
+        monitor.start(run_dir, settings.gpu_request())
     try:
         execution = runtime.execute(engine, paths, settings, spec.measurement.timeout_s, on_line)
     finally:

@@ -30,7 +30,7 @@ from orchestrator.run.finish import Outcome, Reporter, finish, new_record, write
 from orchestrator.run.maxbatch import MAXBATCH_DIR, resolve_max_batch
 from orchestrator.run.runlength import cpu_run_warning
 from orchestrator.run.runtime_choice import ChosenRuntime
-from orchestrator.runtimes import Runtime, get_runtime, runtime_names
+from orchestrator.runtimes import Runtime, RuntimeFacts, RuntimeSettings, get_runtime, runtime_names
 from orchestrator.scenario import RunPlan, Scenario
 from orchestrator.scenario.matrix import build_spec, check_plans
 
@@ -49,7 +49,7 @@ class RunOptions:
     settings: dict[str, Any] = field(default_factory=dict)  # runtime settings (interpreter, env...)
 
 
-def auto_runtime(engine: EngineInfo, settings: dict[str, Any]) -> tuple[Runtime, str]:
+def auto_runtime(engine: EngineInfo, settings: RuntimeSettings) -> tuple[Runtime, str]:
     """``--runtime auto`` for one engine: docker when it can run the engine now, else local; and why."""
     if "docker" not in runtime_names():
         return get_runtime("local"), "no docker runtime installed"
@@ -59,7 +59,7 @@ def auto_runtime(engine: EngineInfo, settings: dict[str, Any]) -> tuple[Runtime,
 
 
 def choose_runtimes(
-    engines: list[str], requested: str, settings_for: dict[str, dict[str, Any]], reporter: Reporter
+    engines: list[str], requested: str, settings_for: dict[str, RuntimeSettings], reporter: Reporter
 ) -> dict[str, ChosenRuntime]:
     """Pick and check the runtime of every engine; BadInput when one cannot run. ``auto`` says what it chose in one line."""
     from orchestrator.run.runtime_choice import RuntimeChoice, choice_line, lock_note
@@ -71,9 +71,10 @@ def choose_runtimes(
         settings = settings_for[name]
         runtime, why = auto_runtime(engine, settings) if requested == "auto" else (get_runtime(requested), "")
         info = runtime.check(engine, settings)
-        chosen[name] = ChosenRuntime(runtime, {**settings, "checked": info, "resolved_interpreter": info.get("interpreter")})
+        chosen[name] = ChosenRuntime(runtime, settings.with_checked(info))
         if requested == "auto":
-            choices.append(RuntimeChoice(name, runtime.name, why + (lock_note(name, info.get("image_id")) if runtime.name == "docker" else "")))
+            image_id = info.image_facts.image_id if info.image_facts else None
+            choices.append(RuntimeChoice(name, runtime.name, why + (lock_note(name, image_id) if runtime.name == "docker" else "")))
     if choices:
         reporter.note(choice_line(choices))
     return chosen
@@ -102,9 +103,8 @@ def prepare_runtimes(scenario: Scenario, engines: list[str], options: RunOptions
                      reporter: Reporter) -> tuple[dict[str, Any], dict[str, ChosenRuntime]]:
     """(NVML snapshot, engine -> (runtime, settings)): the device and every engine's runtime checked before any run."""
     base = merge_runtime_block(scenario, options.settings)
-    settings_for = {name: {**base, "device": options.device, **(scenario.engine_block(name) or {})} for name in engines}
-    for name in engines:
-        settings_for[name].pop("options", None)
+    blocks = {name: {**base, "device": options.device, **(scenario.engine_block(name) or {})} for name in engines}
+    settings_for = {name: RuntimeSettings.from_blocks({k: v for k, v in block.items() if k != "options"}) for name, block in blocks.items()}
     gpus = check_device(options.device)
     return gpus, choose_runtimes(engines, options.runtime, settings_for, reporter)
 
@@ -132,9 +132,9 @@ def _run_one(artifact: Artifact, scenario: Scenario, plan: RunPlan, split: Prepa
             flying.append(INIT_DIR)
         write_manifest(artifact, complete=False, in_flight_folders=flying)
     started, clock = utc_now(), time.monotonic()
-    runtime_info = dict(chosen.settings.get("checked") or {"name": chosen.runtime.name})
+    runtime_info = chosen.settings.checked or RuntimeFacts(chosen.runtime.name)
     if plan.skip_reason:
-        record = new_record(plan, "skipped", plan.skip_reason, runtime_info, started, 0.0)
+        record = new_record(plan, "skipped", plan.skip_reason, runtime_info.to_json(), started, 0.0)
         write_record(artifact, record)
         return record, None
     host = run_host()  # the load average before the shared weights and the engine load the CPUs
@@ -142,14 +142,15 @@ def _run_one(artifact: Artifact, scenario: Scenario, plan: RunPlan, split: Prepa
     done = run_attempt(run_dir, split, chosen.runtime, engine, chosen.settings,
                        lambda dataset_path: build_spec(scenario, plan, split, dataset_path, device, init),
                        reporter.engine_line, [factory() for factory in MONITORS])
-    runtime_info.update(done.execution.info)
+    if done.execution.info is not None:
+        runtime_info = runtime_info.merged(done.execution.info)
     verdict = done.judgement
-    record = new_record(plan, verdict.status, verdict.reason, runtime_info, started, time.monotonic() - clock,
+    record = new_record(plan, verdict.status, verdict.reason, runtime_info.to_json(), started, time.monotonic() - clock,
                         exit_code=done.execution.exit_code, parity=verdict.parity,
                         throughput=verdict.throughput if verdict.status == "ok" else None,
                         apparent_throughput=verdict.throughput if verdict.status == "invalid" else None,
                         telemetry=dict(done.observed) if done.observed else None,
-                        host=finish_host(host))  # and the load average as the run ended
+                        host=finish_host(host).to_json())  # and the load average as the run ended
     write_record(artifact, record)
     return record, verdict.result
 
@@ -268,7 +269,7 @@ def _run_reported(artifact: Artifact, scenario: Scenario, plan: RunPlan, positio
                   runtimes: dict[str, ChosenRuntime], options: RunOptions, reporter: Reporter,
                   records: list[RunRecord], results: dict[str, EngineResult]) -> RunRecord:
     """Run one plan, told to the reporter; its record (and result) appended to ``records`` (``results``)."""
-    chosen = runtimes.get(plan.engine) or ChosenRuntime(get_runtime("local"), {})
+    chosen = runtimes.get(plan.engine) or ChosenRuntime(get_runtime("local"), RuntimeSettings())
     started = utc_now()
     try:
         reporter.run_started(*position, plan)

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
 
-from orchestrator.runtimes import Runtime
+from orchestrator.runtimes import Runtime, RuntimeSettings
 
 PLACEHOLDER = "ENGINE"  # an engine's name in a reason shared by several engines
 
@@ -30,7 +29,7 @@ class ChosenRuntime:
     """The runtime an engine runs on and its checked settings (what the runtime's ``check`` found included)."""
 
     runtime: Runtime
-    settings: dict[str, Any]  # the runtime's own settings, handed to it as they are
+    settings: RuntimeSettings  # handed to the runtime as they are, with what its check found
 
 
 def without_suggestion(text: str, runtime: str) -> str:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from orchestrator.engines.registry import EngineInfo
+from orchestrator.runtimes.engine_settings import RuntimeSettings
+from orchestrator.runtimes.runtime_facts import RuntimeFacts
 
 LineSink = Callable[[str], None]
 
@@ -31,7 +32,7 @@ class Execution:
     outcome: str  # exited | timeout | interrupted | error
     exit_code: int | None = None
     detail: str | None = None
-    info: dict[str, Any] = field(default_factory=dict)
+    info: RuntimeFacts | None = None  # what the runtime knows of the run (None: nothing yet)
 
 
 class Runtime(ABC):
@@ -40,7 +41,7 @@ class Runtime(ABC):
     name: str = ""
 
     @abstractmethod
-    def check(self, engine: EngineInfo, settings: dict[str, Any]) -> dict[str, Any]:
+    def check(self, engine: EngineInfo, settings: RuntimeSettings) -> RuntimeFacts:
         """Raise BadInput if ``engine`` cannot run here; return what the record should name."""
 
     def dataset_path(self, paths: RunPaths) -> str:
@@ -52,14 +53,14 @@ class Runtime(ABC):
         return str(paths.spec), str(paths.result)
 
     @abstractmethod
-    def execute(self, engine: EngineInfo, paths: RunPaths, settings: dict[str, Any], timeout_s: float, sink: LineSink) -> Execution:
+    def execute(self, engine: EngineInfo, paths: RunPaths, settings: RuntimeSettings, timeout_s: float, sink: LineSink) -> Execution:
         """Run the engine entrypoint; stream its output to ``paths.log`` and ``sink``.
 
         Must stop the engine on timeout and on KeyboardInterrupt (returning outcome
         'interrupted' after cleaning up), and never leave anything running.
         """
 
-    def availability(self, engine: EngineInfo, settings: dict[str, Any]) -> tuple[bool, str]:
+    def availability(self, engine: EngineInfo, settings: RuntimeSettings) -> tuple[bool, str]:
         """For --runtime auto: can this runtime run ``engine`` now, and why (not)."""
         from orchestrator.errors import BadInput
 

@@ -44,6 +44,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -55,10 +56,12 @@ from orchestrator.imagebuild.facts import image_facts
 from orchestrator.runtimes import docker_watchdog
 from orchestrator.runtimes.base import Execution, LineSink, RunPaths, Runtime
 from orchestrator.runtimes.docker_gpus import gpu_access
-from orchestrator.runtimes.docker_limits import limits, shm_size, unsettable_ulimit
+from orchestrator.runtimes.docker_limits import limits, unsettable_ulimit
 from orchestrator.runtimes.docker_options import DATASET_MOUNT, RUN_MOUNT, container_options
 from orchestrator.runtimes.docker_ownership import RunFolderAccess, cache_volume, image_user
 from orchestrator.runtimes.docker_security import applied_options
+from orchestrator.runtimes.engine_settings import RuntimeSettings
+from orchestrator.runtimes.runtime_facts import RuntimeFacts
 
 GRACE_S = 10
 POLL_S = 0.25
@@ -74,40 +77,42 @@ class DockerRuntime(Runtime):
         return f"{RUN_MOUNT}/{paths.spec.relative_to(paths.run_dir).as_posix()}", f"{RUN_MOUNT}/{paths.result.relative_to(paths.run_dir).as_posix()}"
 
     # -- checks -------------------------------------------------------------------------
-    def image_ref(self, engine: EngineInfo, settings: dict[str, Any]) -> str:
-        if settings.get("image"):
-            return str(settings["image"])
+    def image_ref(self, engine: EngineInfo, settings: RuntimeSettings) -> str:
+        if settings.image:
+            return settings.image
         from orchestrator.imagebuild.metadata import get_image_meta
 
         return get_image_meta(engine.name).tag
 
-    def check(self, engine: EngineInfo, settings: dict[str, Any]) -> dict[str, Any]:
+    def check(self, engine: EngineInfo, settings: RuntimeSettings) -> RuntimeFacts:
         ref = self.image_ref(engine, settings)
         client = connect()
         try:
             image = find_image(client, ref)
             if image is None:
                 raise BadInput(f"engine '{engine.name}': docker image '{ref}' is not built (bench never pulls); run 'bench image build {engine.name}'")
-            gpus = gpu_access(client, settings, settings.get("device") or "auto")
-            shm = shm_size(settings)
-            limits(settings)
+            gpus = gpu_access(client, settings.local.visible_devices, settings.device)
+            limits(settings.docker)
             daemon = client.version().get("Version")
         finally:
             client.close()
-        return {"name": self.name, "image": ref, **image_facts(image), "gpus": gpus.label(), "shm_size": shm, "daemon": daemon}
+        return RuntimeFacts(self.name, image=ref, image_facts=image_facts(image), gpus=gpus.label(), shm_size=settings.docker.shm_size,
+                            daemon=str(daemon) if daemon else None)
 
-    def availability(self, engine: EngineInfo, settings: dict[str, Any]) -> tuple[bool, str]:
+    def availability(self, engine: EngineInfo, settings: RuntimeSettings) -> tuple[bool, str]:
         """Like check(), and for --runtime auto also: a GPU host whose daemon cannot hand out GPUs -> local."""
         try:
             info = self.check(engine, settings)
         except BadInput as exc:
             return False, str(exc)
-        if (settings.get("device") or "auto") == "auto" and info["gpus"].startswith("none") and NO_GPU_SUPPORT in info["gpus"]:
+        label = str(info.gpus)
+        if settings.device == "auto" and label.startswith("none") and NO_GPU_SUPPORT in label:
             return False, f"this host has GPUs but {NO_GPU_SUPPORT}"
-        return True, f"image {info['image']} ({info['image_id'][:19]})"
+        image_id = info.image_facts.image_id if info.image_facts else ""
+        return True, f"image {info.image} ({image_id[:19]})"
 
     # -- execution ----------------------------------------------------------------------
-    def execute(self, engine: EngineInfo, paths: RunPaths, settings: dict[str, Any], timeout_s: float, sink: LineSink) -> Execution:
+    def execute(self, engine: EngineInfo, paths: RunPaths, settings: RuntimeSettings, timeout_s: float, sink: LineSink) -> Execution:
         try:
             client = connect()
         except BadInput as exc:
@@ -117,44 +122,41 @@ class DockerRuntime(Runtime):
         finally:
             client.close()
 
-    def _execute(self, client: Any, engine: EngineInfo, paths: RunPaths, settings: dict[str, Any], timeout_s: float, sink: LineSink) -> Execution:
+    def _execute(self, client: Any, engine: EngineInfo, paths: RunPaths, settings: RuntimeSettings, timeout_s: float, sink: LineSink) -> Execution:
         import docker
 
-        checked = settings.get("checked") or {}
+        checked = settings.checked or RuntimeFacts(self.name)
         spec = json.loads(paths.spec.read_text())
-        device = settings.get("device") or spec.get("device") or "auto"
-        info: dict[str, Any] = {"name": self.name}
+        device = settings.device if settings.device != "auto" else spec.get("device") or "auto"
+        info = RuntimeFacts(self.name)
         try:
-            ref = checked.get("image") or self.image_ref(engine, settings)
-            image = find_image(client, checked.get("image_id") or ref)
+            ref = checked.image or self.image_ref(engine, settings)
+            image = find_image(client, checked.image_facts.image_id if checked.image_facts else ref)
             if image is None:
                 return Execution("error", None, f"docker image '{ref}' is gone; run 'bench image build {engine.name}'", info)
-            gpus = gpu_access(client, settings, device)
-            shm = shm_size(settings)
-            resources = limits(settings)
+            gpus = gpu_access(client, settings.local.visible_devices, device)
+            resources = limits(settings.docker)
         except BadInput as exc:
             return Execution("error", None, str(exc), info)
         except Exception as exc:  # the daemon went away since check()
             return Execution("error", None, f"docker: {_reason(exc)}", info)
-        info.update({"image": ref, **image_facts(image), "gpus": gpus.label()})
         spec_in, result_in = self.spec_paths(paths)
         paths.log.parent.mkdir(parents=True, exist_ok=True)
         with RunFolderAccess(paths.run_dir, image_user(image), paths.dataset) as access:
-            info["user"] = access.user
-            if access.note:
-                info.setdefault("notes", []).append(access.note)
+            info = RuntimeFacts(self.name, image=ref, image_facts=image_facts(image), gpus=gpus.label(), user=access.user,
+                                notes=(access.note,) if access.note else ())
             options = container_options(
                 image=image.id, engine=engine.name, run_id=str(spec.get("run_id") or paths.run_dir.name), run_dir=paths.run_dir,
                 dataset_dir=paths.dataset, spec_name=spec_in.removeprefix(RUN_MOUNT + "/"), result_name=result_in.removeprefix(RUN_MOUNT + "/"),
-                user=access.user, gpus=gpus, extra_env={str(k): str(v) for k, v in (settings.get("env") or {}).items()},
-                shm_size=shm, limits=resources, cache_volume=cache_volume(client, access.user) if access.image_user else None,
+                user=access.user, gpus=gpus, extra_env=settings.local.environment(),
+                shm_size=settings.docker.shm_size, limits=resources, cache_volume=cache_volume(client, access.user) if access.image_user else None,
             )
             return _Container(client.api, options, paths.log, sink, info).run(timeout_s, docker.errors.APIError)
 
 class _Container:
     """One container's life: create, start, stream, wait, stop, remove (always)."""
 
-    def __init__(self, api: Any, options: dict[str, Any], log_path: Path, sink: LineSink, info: dict[str, Any]) -> None:
+    def __init__(self, api: Any, options: dict[str, Any], log_path: Path, sink: LineSink, info: RuntimeFacts) -> None:
         self.api, self.options, self.log_path, self.sink, self.info = api, options, log_path, sink, info
         self.name = options["create"]["name"]
         self.cid: str | None = None
@@ -186,7 +188,7 @@ class _Container:
             image = create.pop("image")
             host_config = self.api.create_host_config(**self.options["host_config"])
             self.cid = self.api.create_container(image, host_config=host_config, **create)["Id"]
-            self.info["container"] = applied_options(self.api.inspect_container(self.cid))
+            self.info = replace(self.info, container=applied_options(self.api.inspect_container(self.cid)))
             try:
                 self.api.start(self.cid)
                 return
@@ -198,7 +200,7 @@ class _Container:
                 self.cid = None
                 self.options["host_config"]["ulimits"] = [u for u in self.options["host_config"]["ulimits"] if u["name"] != dropped]
                 note = f"ulimit {dropped} not applied: the Docker daemon may not raise it (no CAP_SYS_RESOURCE)"
-                self.info.setdefault("notes", []).append(note)
+                self.info = self.info.noted(note)
                 self.sink(f"[bench] {note}")
 
     def _run(self, timeout_s: float) -> Execution:

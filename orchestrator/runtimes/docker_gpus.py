@@ -68,11 +68,11 @@ def host_gpu_count() -> int:
     return len(nvml_snapshot().get("gpus") or [])
 
 
-def gpu_access(client: Any, settings: dict[str, Any], device: str) -> GpuAccess:
+def gpu_access(client: Any, visible: tuple[str, ...] | None, device: str) -> GpuAccess:
     """The GPUs of a run on ``client``'s daemon (asks the daemon and NVML only when it matters)."""
-    ids = parse_visible(settings.get("visible_devices"))
+    ids = parse_visible(visible)
     if device == "cpu":
         return GpuAccess("none", why="--device cpu")
     support = gpu_support(client.info(), is_local_daemon())
     host = host_gpu_count() if device == "auto" and not ids else 0
-    return plan_gpus(device, settings.get("visible_devices"), host, support)
+    return plan_gpus(device, visible, host, support)

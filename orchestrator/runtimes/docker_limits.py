@@ -13,6 +13,7 @@ from orchestrator.runtimes.docker_settings import (  # noqa: F401  (importable f
     DEFAULT_TMP_SIZE,
     SHM_ENV,
     SIZE,
+    DockerSettings,
     docker_settings,
 )
 
@@ -47,9 +48,8 @@ def host_memory_bytes() -> int | None:
         return None
 
 
-def limits(settings: dict[str, Any]) -> Limits:
-    """``runtime.docker.{pids_limit, mem_limit, cpus, tmp_size}`` checked; defaults: 8192 pids, 90% of the host's memory."""
-    cfg = docker_settings(settings)
+def limits(cfg: DockerSettings) -> Limits:
+    """The container's limits from ``runtime.docker.{pids_limit, mem_limit, cpus, tmp_size}``; memory by default 90% of the host's."""
     memory = cfg.mem_limit
     if memory is None:
         total = host_memory_bytes()
@@ -57,11 +57,6 @@ def limits(settings: dict[str, Any]) -> Limits:
     elif memory == "none":
         memory = None
     return Limits(cfg.pids_limit, memory, cfg.cpus, cfg.tmp_size)
-
-
-def shm_size(settings: dict[str, Any]) -> str:
-    """/dev/shm size: scenario ``runtime.docker.shm_size`` > settings > $BENCH_DOCKER_SHM_SIZE > 8g."""
-    return docker_settings(settings).shm_size
 
 
 def unsettable_ulimit(exc: Exception, ulimits: list[dict[str, Any]]) -> str | None:

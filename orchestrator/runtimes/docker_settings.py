@@ -74,4 +74,4 @@ def docker_settings(settings: Mapping[str, Any], environ: Mapping[str, str] | No
     given = dict(block) if isinstance(block, Mapping) else {}
     if not given.get("shm_size"):
         given["shm_size"] = settings.get("shm_size")
-    return DockerSettings(**gather(DockerSettings, given, os.environ if environ is None else environ, "runtime.docker"))
+    return gather(DockerSettings, given, os.environ if environ is None else environ, "runtime.docker")

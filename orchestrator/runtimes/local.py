@@ -7,7 +7,6 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +15,10 @@ from orchestrator.envvars import refuse_internal, without_internal
 from orchestrator.errors import BadInput
 from orchestrator.host.gpus import visible_ids
 from orchestrator.runtimes.base import Execution, LineSink, RunPaths, Runtime
-from orchestrator.runtimes.local_settings import LocalSettings, local_settings
+from orchestrator.runtimes.engine_settings import RuntimeSettings
+from orchestrator.runtimes.local_settings import LocalSettings
 from orchestrator.runtimes.process import run_streamed
+from orchestrator.runtimes.runtime_facts import RuntimeFacts
 
 # Kept in every worker's environment: NVLink multicast must stay off on shared multi-GPU hosts.
 PARENT_ENV = "BENCH_PARENT_PID"  # = bench_engine.lifeline.PARENT_ENV
@@ -36,11 +37,10 @@ def compile_cache_env() -> dict[str, str]:
     }
 
 
-def resolve_interpreter(engine: EngineInfo, settings: Mapping[str, Any] | LocalSettings) -> str:
+def resolve_interpreter(engine: EngineInfo, cfg: LocalSettings) -> str:
     """--python / engines.<name>.interpreter / a bench-managed env / the current interpreter."""
     from orchestrator.engines.venvs import managed_interpreter
 
-    cfg = settings if isinstance(settings, LocalSettings) else local_settings(settings)
     chosen = cfg.interpreter or managed_interpreter(engine.name) or sys.executable
     found = shutil.which(chosen) if os.sep not in chosen else (chosen if Path(chosen).exists() else None)
     if not found:
@@ -69,7 +69,7 @@ def visible_devices_value(visible: Any) -> str | None:
     return ",".join(visible_ids(visible)) or None
 
 
-def engine_env(engine: EngineInfo, settings: Mapping[str, Any]) -> dict[str, str]:
+def engine_env(engine: EngineInfo, cfg: LocalSettings) -> dict[str, str]:
     """The engine process's environment: compile caches, this process's environment, the run's ``env``
     settings, the GPUs it may use, and FIXED_ENV last (no setting can turn NVLink multicast back on).
 
@@ -78,7 +78,6 @@ def engine_env(engine: EngineInfo, settings: Mapping[str, Any]) -> dict[str, str
     A data-parallel engine uses the first N visible GPUs and passes this environment on to
     every worker process it starts.
     """
-    cfg = local_settings(settings)
     env = {**compile_cache_env(), **without_internal(os.environ), **without_internal(cfg.environment()), **FIXED_ENV}
     env["PYTHONPATH"] = os.pathsep.join([*map(str, engine.python_path()), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     visible = visible_devices_value(cfg.visible_devices)
@@ -90,23 +89,23 @@ def engine_env(engine: EngineInfo, settings: Mapping[str, Any]) -> dict[str, str
 class LocalRuntime(Runtime):
     name = "local"
 
-    def check(self, engine: EngineInfo, settings: dict[str, Any]) -> dict[str, Any]:
-        cfg = local_settings(settings)
+    def check(self, engine: EngineInfo, settings: RuntimeSettings) -> RuntimeFacts:
+        cfg = settings.local
         refuse_internal(cfg.environment(), "env")
         interpreter = resolve_interpreter(engine, cfg)
         ok, why = (probe_framework if engine.probe_import else probe_module)(interpreter, engine)
         if not ok:
             raise BadInput(f"engine '{engine.name}': not usable with {interpreter}: {why} "
                            f"(install it, or run 'bench env create {engine.name}')")
-        return {"name": self.name, "interpreter": interpreter}
+        return RuntimeFacts(self.name, interpreter=interpreter)
 
-    def execute(self, engine: EngineInfo, paths: RunPaths, settings: dict[str, Any], timeout_s: float, sink: LineSink) -> Execution:
-        interpreter = settings.get("resolved_interpreter") or resolve_interpreter(engine, settings)
-        env = {**engine_env(engine, settings), PARENT_ENV: str(os.getpid())}  # the engine dies with bench (bench_engine.lifeline)
+    def execute(self, engine: EngineInfo, paths: RunPaths, settings: RuntimeSettings, timeout_s: float, sink: LineSink) -> Execution:
+        interpreter = (settings.checked.interpreter if settings.checked else None) or resolve_interpreter(engine, settings.local)
+        env = {**engine_env(engine, settings.local), PARENT_ENV: str(os.getpid())}  # the engine dies with bench (bench_engine.lifeline)
         spec, result = self.spec_paths(paths)
         argv = [interpreter, "-m", engine.module, "--spec", spec, "--result", result]
         execution = run_streamed(argv, env, paths.run_dir, paths.log, timeout_s, sink)
-        execution.info = {"name": self.name, "interpreter": interpreter}
+        execution.info = RuntimeFacts(self.name, interpreter=interpreter)
         return execution
 
 

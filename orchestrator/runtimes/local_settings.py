@@ -56,7 +56,7 @@ class LocalSettings:
 
     interpreter: str | None = setting(None, _interpreter, flag="--python", help=PYTHON_HELP)
     env: tuple[tuple[str, str], ...] = setting((), _env)  # (name, value) pairs added to the engine's environment
-    visible_devices: tuple[str, ...] = setting((), _visible)  # GPU indices or UUIDs; (): every GPU bench sees
+    visible_devices: tuple[str, ...] | None = setting(None, _visible)  # GPU indices or UUIDs; (): 'all'; None: not given
 
     def __post_init__(self) -> None:
         check_fields(self, "local")
@@ -71,7 +71,7 @@ KEYS = tuple(declarations(LocalSettings))
 
 def local_settings(settings: Mapping[str, Any]) -> LocalSettings:
     """The local runtime's settings from the runtime settings (their top-level ``interpreter``, ``env``, ``visible_devices``)."""
-    return LocalSettings(**gather(LocalSettings, {key: settings.get(key) for key in KEYS}, {}, "local"))
+    return gather(LocalSettings, {key: settings.get(key) for key in KEYS}, {}, "local")
 
 
 def settings_from_cli(**given: Any) -> dict[str, Any]:

@@ -6,7 +6,7 @@ metadata, made with :func:`setting`).
 
 A settings object is checked when it is made (``__post_init__`` calls :func:`check_fields`): a bad
 value is refused with BadInput naming the field (``slurm.gpus: -1 is negative``), a good one is kept
-normalised (``"3"`` -> ``3``). :func:`gather` reads the settings of a runtime from a block of given
+normalised (``"3"`` -> ``3``). :func:`gather` makes the settings of a runtime from a block of given
 values over the environment variables, each checked under the name it came by; the CLI builds its
 options from :func:`flagged` (``orchestrator.cli.slurm_options``).
 """
@@ -15,12 +15,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, TypeVar
 
 from orchestrator.errors import BadInput
 
 SETTING = "bench_setting"  # the key of a field's metadata that holds its Setting
 
+S = TypeVar("S")  # a settings class
 Check = Callable[[Any, str], Any]  # (value, where) -> the value normalised; BadInput "<where>: ..." when bad
 
 
@@ -69,9 +70,8 @@ def check_fields(obj: Any, prefix: str) -> None:
         object.__setattr__(obj, f.name, decl.check(value, where(prefix, f.name, decl, False)))
 
 
-def gather(cls: type, given: Mapping[str, Any], environ: Mapping[str, str], prefix: str,
-           what: str | None = None) -> dict[str, Any]:
-    """The checked values of ``cls``: those ``given`` (unset: None or '') over their environment variables.
+def gather(cls: type[S], given: Mapping[str, Any], environ: Mapping[str, str], prefix: str, what: str | None = None) -> S:
+    """A ``cls`` made of the checked values ``given`` (unset: None or '') over their environment variables.
 
     ``what`` (e.g. 'the slurm runtime'): refuse a given name that is no setting of ``cls``."""
     decls = declarations(cls)
@@ -84,4 +84,4 @@ def gather(cls: type, given: Mapping[str, Any], environ: Mapping[str, str], pref
             values[name] = decl.check(given[name], where(prefix, name, decl, False))
         elif decl.env and environ.get(decl.env, "").strip():
             values[name] = decl.check(environ[decl.env].strip(), where(prefix, name, decl, True))
-    return values
+    return cls(**values)

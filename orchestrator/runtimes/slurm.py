@@ -19,20 +19,21 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from orchestrator import signals
 from orchestrator.engines.registry import EngineInfo
 from orchestrator.envvars import without_internal
 from orchestrator.errors import BadInput
 from orchestrator.runtimes.base import Execution, LineSink, RunPaths, Runtime
+from orchestrator.runtimes.engine_settings import RuntimeSettings
 from orchestrator.runtimes.local import FIXED_ENV, LocalRuntime
-from orchestrator.runtimes.local_settings import local_settings
+from orchestrator.runtimes.runtime_facts import RuntimeFacts
 from orchestrator.runtimes.slurm_client import check_controller, check_tools, command_message, exit_status, partitions, run_command
-from orchestrator.runtimes.slurm_follow import LogTail, cancel, collect, follow, touch_lifeline
+from orchestrator.runtimes.slurm_follow import JobFacts, LogTail, cancel, collect, follow, touch_lifeline
 from orchestrator.runtimes.slurm_job import JobRequest, job_script, lifeline_seconds, request_options
-from orchestrator.runtimes.slurm_settings import SlurmSettings, slurm_settings
+from orchestrator.runtimes.slurm_settings import SlurmSettings
 
 
 def check_writable(folder: Path, what: str) -> None:
@@ -58,12 +59,12 @@ def pick_launcher(cfg: SlurmSettings) -> str:
                    "set slurm.container to pyxis or apptainer if the compute nodes have it")
 
 
-def image_for(engine: EngineInfo, settings: dict[str, Any], cfg: SlurmSettings, launcher: str) -> str:
+def image_for(engine: EngineInfo, settings: RuntimeSettings, cfg: SlurmSettings, launcher: str) -> str:
     """The image for container mode. Given ones (slurm.image, engines.<name>.image) go as they are;
     bench's own local tag (``bench image build``) is read from the node's Docker daemon."""
-    given = cfg.image or settings.get("image")
+    given = cfg.image or settings.image
     if given:
-        return str(given)
+        return given
     try:
         from orchestrator.imagebuild.metadata import get_image_meta
 
@@ -84,8 +85,8 @@ def job_folder(paths: RunPaths, cfg: SlurmSettings) -> Path:
 class SlurmRuntime(Runtime):
     name = "slurm"
 
-    def check(self, engine: EngineInfo, settings: dict[str, Any]) -> dict[str, Any]:
-        cfg = slurm_settings(settings)
+    def check(self, engine: EngineInfo, settings: RuntimeSettings) -> RuntimeFacts:
+        cfg = settings.slurm
         check_tools()
         check_controller()
         known = partitions()
@@ -93,14 +94,12 @@ class SlurmRuntime(Runtime):
             raise BadInput(f"slurm.partition: unknown partition '{cfg.partition}' (the cluster has: {', '.join(sorted(known)) or 'none'})")
         if cfg.shared_dir is not None:
             check_writable(cfg.shared_dir, "slurm.shared_dir:")
-        info: dict[str, Any] = {"name": self.name, "mode": cfg.mode}
-        if cfg.partition:
-            info["partition"] = cfg.partition
         if cfg.mode == "local":
-            info["interpreter"] = LocalRuntime().check(engine, settings)["interpreter"]
+            info = RuntimeFacts(self.name, mode=cfg.mode, partition=cfg.partition, interpreter=LocalRuntime().check(engine, settings).interpreter)
         else:
-            info["container_launcher"] = pick_launcher(cfg)
-            info["image"] = image_for(engine, settings, cfg, info["container_launcher"])
+            launcher = pick_launcher(cfg)
+            info = RuntimeFacts(self.name, mode=cfg.mode, partition=cfg.partition, container_launcher=launcher,
+                                image=image_for(engine, settings, cfg, launcher))
         # Let the controller judge the request (account, time syntax, GPUs, extra options) without submitting.
         asked = [*request_options(cfg.partition, cfg.account, cfg.time, cfg.gpus if isinstance(cfg.gpus, int) else 0), *cfg.sbatch_args]
         test = run_command(["sbatch", "--test-only", "--output=/dev/null", *asked], stdin="#!/bin/sh\ntrue\n")
@@ -108,19 +107,18 @@ class SlurmRuntime(Runtime):
             raise BadInput(f"--runtime slurm: the cluster refuses the job request ({' '.join(asked) or 'defaults'}): {command_message(test)}")
         return info
 
-    def execute(self, engine: EngineInfo, paths: RunPaths, settings: dict[str, Any], timeout_s: float, sink: LineSink) -> Execution:
-        cfg = slurm_settings(settings)
-        checked = settings.get("checked") or {}
-        info: dict[str, Any] = {"name": self.name, "mode": cfg.mode}
+    def execute(self, engine: EngineInfo, paths: RunPaths, settings: RuntimeSettings, timeout_s: float, sink: LineSink) -> Execution:
+        cfg = settings.slurm
+        checked = settings.checked or RuntimeFacts(self.name)
+        base = RuntimeFacts(self.name, mode=cfg.mode)
         try:
             job, folder = self._prepare(engine, paths, settings, cfg, checked)
         except OSError as exc:
-            return Execution("error", None, f"cannot write the job files: {exc.strerror or exc}", info)
+            return Execution("error", None, f"cannot write the job files: {exc.strerror or exc}", base)
         except BadInput as exc:
-            return Execution("error", None, str(exc), info)
-        info.update({k: v for k, v in (("interpreter", job.interpreter), ("image", job.image), ("partition", cfg.partition)) if v})
-        if job.gpus:
-            info["gpus"] = job.gpus
+            return Execution("error", None, str(exc), base)
+        info = JobFacts(replace(base, interpreter=job.interpreter or None, image=job.image or None, partition=cfg.partition,
+                                gpus=job.gpus or None))
         script = folder / "slurm-job.sh"
         try:
             script.write_text(job_script(job, cfg.sbatch_args))
@@ -129,9 +127,9 @@ class SlurmRuntime(Runtime):
             if folder != paths.run_dir:  # the script as submitted, kept with the run's record
                 shutil.copyfile(script, paths.run_dir / "slurm-job.sh")
         except OSError as exc:
-            return Execution("error", None, f"cannot write the job script {script}: {exc.strerror or exc}", info)
+            return Execution("error", None, f"cannot write the job script {script}: {exc.strerror or exc}", info.facts())
         except BadInput as exc:  # a value that cannot be carried safely by the script: nothing is submitted
-            return Execution("error", None, f"job script refused: {exc}", info)
+            return Execution("error", None, f"job script refused: {exc}", info.facts())
         tail = LogTail(job.output, paths.log, sink)
         job_id: str | None = None
         finished = False
@@ -139,9 +137,9 @@ class SlurmRuntime(Runtime):
             proc = run_command(["sbatch", "--parsable", *cfg.sbatch_args, str(script)], cwd=folder)
             if proc.returncode != 0 or not proc.stdout.strip():
                 finished = True
-                return Execution("error", None, f"sbatch failed: {command_message(proc)}", info)
+                return Execution("error", None, f"sbatch failed: {command_message(proc)}", info.facts())
             job_id = proc.stdout.strip().splitlines()[-1].split(";")[0].strip()
-            info["job_id"] = job_id
+            info.job_id = job_id
             sink(f"slurm: submitted job {job_id}" + (f" to partition {cfg.partition}" if cfg.partition else ""))
             execution = follow(job_id, job, paths, cfg, timeout_s, sink, info, tail)
             finished = True
@@ -152,15 +150,15 @@ class SlurmRuntime(Runtime):
             finished = True
             collect(job, paths, tail)
             return Execution("interrupted", exit_status(view.exit_code or ""), f"{signals.interrupt_reason(exc)}; "
-                             + (f"Slurm job {job_id} cancelled" if job_id else "submission cancelled"), info)
+                             + (f"Slurm job {job_id} cancelled" if job_id else "submission cancelled"), info.facts())
         finally:
             if not finished:  # an unexpected error: never leave the job behind
                 cancel(job_id, job.job_name, info)
 
     # -- the steps of one run ---------------------------------------------------------------------
 
-    def _prepare(self, engine: EngineInfo, paths: RunPaths, settings: dict[str, Any], cfg: SlurmSettings,
-                 checked: dict[str, Any]) -> tuple[JobRequest, Path]:
+    def _prepare(self, engine: EngineInfo, paths: RunPaths, settings: RuntimeSettings, cfg: SlurmSettings,
+                 checked: RuntimeFacts) -> tuple[JobRequest, Path]:
         folder = job_folder(paths, cfg)
         if folder != paths.run_dir:
             folder.mkdir(parents=True, exist_ok=True)
@@ -171,28 +169,28 @@ class SlurmRuntime(Runtime):
         else:
             spec, result, output = paths.spec, paths.result, paths.log
         spec_doc = json.loads(paths.spec.read_text())
-        env = {**without_internal(local_settings(settings).environment()), **FIXED_ENV}  # NVLink multicast stays off
+        env = {**without_internal(settings.local.environment()), **FIXED_ENV}  # NVLink multicast stays off
         artifact_id = paths.run_dir.parent.parent.name
         job = JobRequest(
             job_name=f"bench-{artifact_id}-{paths.run_dir.name}", workdir=folder, output=output, spec=spec, result=result,
             dataset=paths.dataset, module=engine.module, mode=cfg.mode, partition=cfg.partition, account=cfg.account,
-            time=cfg.time, gpus=self._gpus(cfg, spec_doc), env=env,
+            time=cfg.time, gpus=self._gpus(cfg, spec_doc.get("device", "auto"), int((spec_doc.get("parity") or {}).get("devices", 1))), env=env,
             comment=f"run {paths.run_dir.name} of artifact {artifact_id} (engine {engine.name}, mode {cfg.mode})",
             lifeline_s=lifeline_seconds(),
         )
         if cfg.mode == "local":
-            job.interpreter = settings.get("resolved_interpreter") or checked.get("interpreter") or LocalRuntime().check(engine, settings)["interpreter"]
+            job.interpreter = checked.interpreter or LocalRuntime().check(engine, settings).interpreter
             job.python_path = engine.python_path()
         else:
-            job.launcher = checked.get("container_launcher") or pick_launcher(cfg)
-            job.image = checked.get("image") or image_for(engine, settings, cfg, job.launcher)
+            job.launcher = checked.container_launcher or pick_launcher(cfg)
+            job.image = checked.image or image_for(engine, settings, cfg, job.launcher)
         return job, folder
 
     @staticmethod
-    def _gpus(cfg: SlurmSettings, spec: dict[str, Any]) -> int:
+    def _gpus(cfg: SlurmSettings, device: str, devices: int) -> int:
+        """GPUs to ask for: the setting, else for a run on cuda (or auto on a GPU partition) its device count."""
         if isinstance(cfg.gpus, int):
             return cfg.gpus
-        device, devices = spec.get("device", "auto"), int(spec["parity"].get("devices", 1))
         if device == "cpu":
             return 0
         if device == "cuda":

@@ -8,10 +8,11 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from orchestrator.runtimes.base import Execution, LineSink, RunPaths
+from orchestrator.runtimes.runtime_facts import RuntimeFacts
 from orchestrator.runtimes.slurm_client import PENDING, TERMINAL, JobView, exit_status, in_queue, query_job, run_command
 from orchestrator.runtimes.slurm_job import JobRequest, lifeline_path
 from orchestrator.runtimes.slurm_settings import SlurmSettings
@@ -19,6 +20,24 @@ from orchestrator.runtimes.slurm_settings import SlurmSettings
 CANCEL_WAIT_S = 90.0  # after scancel: how long to wait for the job to leave the queue
 LOST_AFTER_S = 120.0  # the controller not answering about the job this long: give up on it
 PENDING_NOTE_S = 30.0  # repeat the "pending" progress line this often
+
+
+@dataclass
+class JobFacts:
+    """What bench learns of one Slurm job as it follows it, step by step, over the run's facts (``base``)."""
+
+    base: RuntimeFacts
+    job_id: str | None = None
+    node: str | None = None
+    pending_s: float | None = None
+    run_s: float | None = None
+    scheduler_state: str | None = None
+    exit_code: str | None = None
+
+    def facts(self) -> RuntimeFacts:
+        """The run's facts with the job's."""
+        return replace(self.base, job_id=self.job_id, node=self.node, pending_s=self.pending_s, run_s=self.run_s,
+                       scheduler_state=self.scheduler_state, exit_code=self.exit_code)
 
 
 class LogTail:
@@ -62,7 +81,7 @@ def touch_lifeline(job: JobRequest) -> None:
 
 
 def follow(job_id: str, job: JobRequest, paths: RunPaths, cfg: SlurmSettings, timeout_s: float,
-           sink: LineSink, info: dict[str, Any], tail: LogTail) -> Execution:
+           sink: LineSink, info: JobFacts, tail: LogTail) -> Execution:
     """Poll the job until it has ended (or exceeded ``timeout_s`` once running: cancelled), streaming its output."""
     submitted = time.monotonic()
     running_since: float | None = None
@@ -76,13 +95,14 @@ def follow(job_id: str, job: JobRequest, paths: RunPaths, cfg: SlurmSettings, ti
         elif now - last_answer > LOST_AFTER_S:
             cancel(job_id, job.job_name, info)
             collect(job, paths, tail)
-            return Execution("error", None, f"lost track of Slurm job {job_id}: the controller did not answer for {LOST_AFTER_S:g} s; job cancelled", info)
+            return Execution("error", None, f"lost track of Slurm job {job_id}: the controller did not answer for {LOST_AFTER_S:g} s; "
+                             "job cancelled", info.facts())
         if view.node:
-            info["node"] = view.node
+            info.node = view.node
         state = view.state
         if state in ("RUNNING", "COMPLETING") and running_since is None:
             running_since = now
-            info["pending_s"] = round(now - submitted, 3)
+            info.pending_s = round(now - submitted, 3)
         if state != last_state or (state in PENDING and now - last_note >= PENDING_NOTE_S):
             if state in PENDING:
                 sink(f"slurm: job {job_id} {state.lower()}" + (f" ({view.reason})" if view.reason and view.reason != "None" else "")
@@ -93,19 +113,19 @@ def follow(job_id: str, job: JobRequest, paths: RunPaths, cfg: SlurmSettings, ti
         tail.poll()
         if state in TERMINAL or state == "GONE":
             if running_since is not None:
-                info["run_s"] = round(now - running_since, 3)
+                info.run_s = round(now - running_since, 3)
             return ended(job_id, view, job, paths, tail, info, sink)
         if running_since is not None and now - running_since >= timeout_s:
             sink(f"slurm: job {job_id} exceeded the {timeout_s:g} s timeout; cancelling")
             view = cancel(job_id, job.job_name, info)
             collect(job, paths, tail)
-            info["run_s"] = round(now - running_since, 3)
+            info.run_s = round(now - running_since, 3)
             return Execution("timeout", exit_status(view.exit_code or ""),
-                             f"exceeded the {timeout_s:g} s timeout; Slurm job {job_id} cancelled", info)
+                             f"exceeded the {timeout_s:g} s timeout; Slurm job {job_id} cancelled", info.facts())
         time.sleep(cfg.poll_s)
 
 def ended(job_id: str, view: JobView, job: JobRequest, paths: RunPaths, tail: LogTail,
-          info: dict[str, Any], sink: LineSink) -> Execution:
+          info: JobFacts, sink: LineSink) -> Execution:
     # Wait out COMPLETING (epilog, output flush) so the log and the result are whole.
     deadline = time.monotonic() + CANCEL_WAIT_S
     while in_queue(job_id) and time.monotonic() < deadline:
@@ -113,23 +133,23 @@ def ended(job_id: str, view: JobView, job: JobRequest, paths: RunPaths, tail: Lo
     final = query_job(job_id)
     if final.state in TERMINAL:
         view = final
-    info["scheduler_state"] = view.state if view.state != "GONE" else "UNKNOWN"
+    info.scheduler_state = view.state if view.state != "GONE" else "UNKNOWN"
     if view.exit_code:
-        info["exit_code"] = view.exit_code
+        info.exit_code = view.exit_code
     if view.node:
-        info["node"] = view.node
+        info.node = view.node
     collect(job, paths, tail, wait_for_result=view.state == "COMPLETED")
     code = exit_status(view.exit_code or "")
     sink(f"slurm: job {job_id} ended {view.state}" + (f" (exit code {view.exit_code})" if view.exit_code else ""))
     has_result = paths.result.is_file()
     if view.state == "TIMEOUT":
-        return Execution("timeout", code, f"Slurm job {job_id} reached its time limit" + (f" (--time={job.time})" if job.time else ""), info)
+        return Execution("timeout", code, f"Slurm job {job_id} reached its time limit" + (f" (--time={job.time})" if job.time else ""), info.facts())
     if view.state in ("COMPLETED", "FAILED") or (view.state == "GONE" and has_result):
-        return Execution("exited", code if code is not None else (0 if has_result else None), None, info)
+        return Execution("exited", code if code is not None else (0 if has_result else None), None, info.facts())
     if has_result:  # e.g. OUT_OF_MEMORY after the engine reported its failure
-        return Execution("exited", code if code else 1, f"Slurm job {job_id} ended {view.state}", info)
+        return Execution("exited", code if code else 1, f"Slurm job {job_id} ended {view.state}", info.facts())
     reason = f" ({view.reason})" if view.reason and view.reason != "None" else ""
-    return Execution("error", code, f"Slurm job {job_id} ended {view.state}{reason} without an engine result", info)
+    return Execution("error", code, f"Slurm job {job_id} ended {view.state}{reason} without an engine result", info.facts())
 
 def collect(job: JobRequest, paths: RunPaths, tail: LogTail, wait_for_result: bool = False) -> None:
     """Final log lines; the result copied back from the shared folder (NFS may lag a little)."""
@@ -143,7 +163,7 @@ def collect(job: JobRequest, paths: RunPaths, tail: LogTail, wait_for_result: bo
             shutil.copyfile(job.result, paths.result)
         shutil.rmtree(job.workdir, ignore_errors=True)
 
-def cancel(job_id: str | None, job_name: str, info: dict[str, Any]) -> JobView:
+def cancel(job_id: str | None, job_name: str, info: JobFacts) -> JobView:
     """scancel the job (by id, or by its unique name when sbatch was interrupted) and wait until it has left the queue."""
     if job_id is None:
         run_command(["scancel", "--name", job_name, "--user", str(os.getuid())], timeout=30)
@@ -156,9 +176,9 @@ def cancel(job_id: str | None, job_name: str, info: dict[str, Any]) -> JobView:
     except KeyboardInterrupt:  # a second Ctrl-C: stop waiting, the cancel request is in
         pass
     view = query_job(job_id)
-    info["scheduler_state"] = view.state if view.state not in ("GONE", "UNKNOWN") else "CANCELLED"
+    info.scheduler_state = view.state if view.state not in ("GONE", "UNKNOWN") else "CANCELLED"
     if view.exit_code:
-        info["exit_code"] = view.exit_code
+        info.exit_code = view.exit_code
     if view.node:
-        info["node"] = view.node
+        info.node = view.node
     return view

@@ -173,7 +173,7 @@ KEYS = tuple(declarations(SlurmSettings))
 def slurm_settings(settings: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> SlurmSettings:
     """Parse and check the runtime settings (``settings['slurm']`` over ``BENCH_SLURM_*``)."""
     given = dict(settings.get("slurm") or {})
-    return SlurmSettings(**gather(SlurmSettings, given, os.environ if environ is None else environ, "slurm", "the slurm runtime"))
+    return gather(SlurmSettings, given, os.environ if environ is None else environ, "slurm", "the slurm runtime")
 
 
 def settings_from_cli(**given: Any) -> dict[str, Any]:

@@ -58,7 +58,7 @@ def test_cpu_list_notation() -> None:
 def test_reads_a_linux_host(tmp_path: Path) -> None:
     root = fake_root(tmp_path, {0: "performance", 1: "performance", 2: "powersave", 3: "performance"}, boost="1")
     host = run_host(root, lambda: {0, 1, 2})  # cpu 3 is outside the affinity: its governor does not count
-    assert host == {"cpu_model": "AMD EPYC 9654 96-Core Processor", "cpu_flags": EPYC_FLAGS, "cpu_count": 2,
+    assert host.to_json() == {"cpu_model": "AMD EPYC 9654 96-Core Processor", "cpu_flags": EPYC_FLAGS, "cpu_count": 2,
                     "cpu_affinity": "0-2", "cpu_affinity_count": 3,
                     "governors": {"performance": "0-1", "powersave": "2"}, "scaling_driver": "acpi-cpufreq",
                     "boost": True, "boost_source": "cpufreq/boost", "load_avg": [0.52, 1.25, 3.0]}
@@ -69,11 +69,11 @@ def test_reads_a_linux_host(tmp_path: Path) -> None:
 def test_intel_pstate_no_turbo_wins(tmp_path: Path) -> None:
     root = fake_root(tmp_path, {0: "powersave"}, boost="1", no_turbo="1", driver="intel_pstate")
     host = run_host(root, lambda: {0})
-    assert (host["boost"], host["boost_source"], host["scaling_driver"]) == (False, "intel_pstate/no_turbo", "intel_pstate")
+    assert (host.boost, host.boost_source, host.scaling_driver) == (False, "intel_pstate/no_turbo", "intel_pstate")
 
 
 def test_other_cpu_model_fields(tmp_path: Path) -> None:
-    assert run_host(fake_root(tmp_path, cpuinfo=CPUINFO_POWER), lambda: {0})["cpu_model"] == "POWER9 (raw), altivec supported"
+    assert run_host(fake_root(tmp_path, cpuinfo=CPUINFO_POWER), lambda: {0}).cpu_model == "POWER9 (raw), altivec supported"
 
 
 def test_unreadable_host_is_all_none(tmp_path: Path) -> None:
@@ -83,20 +83,20 @@ def test_unreadable_host_is_all_none(tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
     host = run_host(empty, no_affinity)
-    assert set(host) == {"cpu_model", "cpu_flags", "cpu_count", "cpu_affinity", "cpu_affinity_count", "governors", "scaling_driver", "boost",
+    assert set(host.to_json()) == {"cpu_model", "cpu_flags", "cpu_count", "cpu_affinity", "cpu_affinity_count", "governors", "scaling_driver", "boost",
                          "boost_source", "load_avg"}
-    assert all(value is None for value in host.values())
+    assert all(value is None for value in host.to_json().values())
     assert describe_host(host) == "?; flags ?; affinity ?; governor ?; boost ?; load ?"
     # a container: cpuinfo without a model line, a garbled loadavg, governors of CPUs found by listing /sys
     root = fake_root(tmp_path, {0: "schedutil", 1: "schedutil"}, cpuinfo="processor\t: 0\n", loadavg="garbage")
     host = run_host(root, lambda: None)
-    assert host["cpu_model"] is None and host["load_avg"] is None and host["cpu_affinity"] is None and host["cpu_flags"] is None
-    assert host["governors"] == {"schedutil": "0-1"}
+    assert host.cpu_model is None and host.load_avg is None and host.cpu_affinity is None and host.cpu_flags is None
+    assert host.governors == (("schedutil", "0-1"),)
 
 
 def test_the_real_host_never_raises() -> None:
     host = run_host()
-    validate({**_record(), "host": host}, "run-record")
+    validate({**_record(), "host": host.to_json()}, "run-record")
 
 
 def _record() -> dict:
@@ -107,7 +107,7 @@ def _record() -> dict:
 
 def test_schema_host_block_is_optional_and_checked(tmp_path: Path) -> None:
     validate(_record(), "run-record")  # records written before the host block still validate
-    validate({**_record(), "host": run_host(tmp_path)}, "run-record")  # every fact unknown
+    validate({**_record(), "host": run_host(tmp_path).to_json()}, "run-record")  # every fact unknown
     with pytest.raises(SchemaError):
         validate({**_record(), "host": {"load_avg": [1.0, 2.0]}}, "run-record")
     with pytest.raises(SchemaError):
@@ -154,8 +154,8 @@ CPUINFO_ARM = "processor\t: 0\nFeatures\t: fp asimd evtstrm aes sha2 asimdhp asi
 ])
 def test_cpu_flags_from_a_fake_cpuinfo(tmp_path: Path, cpuinfo: str, flags: list[str] | None) -> None:
     host = run_host(fake_root(tmp_path, cpuinfo=cpuinfo), lambda: {0})
-    assert host["cpu_flags"] == flags and host["cpu_count"] == 1
-    validate({**_record(), "host": host}, "run-record")
+    assert host.to_json()["cpu_flags"] == flags and host.cpu_count == 1
+    validate({**_record(), "host": host.to_json()}, "run-record")
 
 
 def test_speed_flags_of_a_text() -> None:
@@ -168,9 +168,16 @@ def test_speed_flags_of_a_text() -> None:
 def test_finish_host_adds_the_load_at_the_end(tmp_path: Path) -> None:
     root = fake_root(tmp_path, loadavg="4.50 2.00 1.00 1/2 3\n")
     host = provenance.finish_host(run_host(root, lambda: {0}), root)
-    assert host["load_avg"] == host["load_avg_end"] == [4.5, 2.0, 1.0]
-    validate({**_record(), "host": host}, "run-record")
+    assert host.load_avg == host.load_avg_end == (4.5, 2.0, 1.0)
+    validate({**_record(), "host": host.to_json()}, "run-record")
     with pytest.raises(SchemaError):
-        validate({**_record(), "host": {**host, "cpu_flags": "avx2"}}, "run-record")
+        validate({**_record(), "host": {**host.to_json(), "cpu_flags": "avx2"}}, "run-record")
     with pytest.raises(SchemaError):
-        validate({**_record(), "host": {**host, "load_avg_end": [1.0]}}, "run-record")
+        validate({**_record(), "host": {**host.to_json(), "load_avg_end": [1.0]}}, "run-record")
+
+
+def test_an_affinity_comes_with_its_count() -> None:
+    from orchestrator.host.provenance import HostState
+
+    with pytest.raises(ValueError, match="affinity"):
+        HostState(cpu_affinity="0-1")

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import pytest
 
 from orchestrator.engines.registry import EngineInfo
 from orchestrator.errors import BadInput
+from orchestrator.imagebuild.facts import ImageFacts
 from orchestrator.run import execute
 from orchestrator.run.runtime_choice import RuntimeChoice, choice_line, lock_note, without_suggestion
+from orchestrator.runtimes import RuntimeFacts, RuntimeSettings
 from orchestrator.runtimes.base import Execution, Runtime
 from tests.core.cli_helpers import use_fake_engines
 
@@ -30,8 +32,8 @@ class Notes:
 class FakeLocal(Runtime):
     name = "local"
 
-    def check(self, engine: EngineInfo, settings: dict[str, Any]) -> dict[str, Any]:
-        return {"name": self.name, "interpreter": "/usr/bin/python3"}
+    def check(self, engine: EngineInfo, settings: RuntimeSettings) -> RuntimeFacts:
+        return RuntimeFacts(self.name, interpreter="/usr/bin/python3")
 
     def execute(self, engine, paths, settings, timeout_s, sink) -> Execution:  # never run here
         raise AssertionError("not run")
@@ -41,17 +43,17 @@ class FakeDocker(FakeLocal):
     name = "docker"
     built: ClassVar[set[str]] = set()
 
-    def check(self, engine: EngineInfo, settings: dict[str, Any]) -> dict[str, Any]:
+    def check(self, engine: EngineInfo, settings: RuntimeSettings) -> RuntimeFacts:
         if engine.name not in self.built:
             raise BadInput(UNREACHABLE)
-        return {"name": self.name, "image": f"bench/{engine.name}:latest", "image_id": IMAGE}
+        return RuntimeFacts(self.name, image=f"bench/{engine.name}:latest", image_facts=ImageFacts(IMAGE))
 
-    def availability(self, engine: EngineInfo, settings: dict[str, Any]) -> tuple[bool, str]:
+    def availability(self, engine: EngineInfo, settings: RuntimeSettings) -> tuple[bool, str]:
         try:
             info = self.check(engine, settings)
         except BadInput as exc:
             return False, str(exc)
-        return True, f"image {info['image']} ({info['image_id'][:19]})"
+        return True, f"image {info.image} ({IMAGE[:19]})"
 
 
 @pytest.fixture()
@@ -68,7 +70,7 @@ def fakes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> type[FakeDocker]:
 def _choose(requested: str = "auto") -> list[str]:
     notes = Notes()
     engines = ["fake", "fake2"]
-    execute.choose_runtimes(engines, requested, {name: {} for name in engines}, notes)  # type: ignore[arg-type]
+    execute.choose_runtimes(engines, requested, {name: RuntimeSettings() for name in engines}, notes)  # type: ignore[arg-type]
     return notes.notes
 
 

@@ -145,7 +145,7 @@ def test_applied_options_from_inspect() -> None:
                        "SecurityOpt": ["no-new-privileges:true"], "IpcMode": "private", "ShmSize": 1 << 30,
                        "Ulimits": [{"Name": "stack", "Soft": 1, "Hard": 2}], "DeviceRequests": None, "Binds": ["/a:/b:ro"]},
     }
-    applied = applied_options(attrs)
+    applied = applied_options(attrs).to_json()
     assert applied["id"] == "f" * 12 and applied["name"] == "bench-x"
     assert applied["labels"] == {"bench.run": "x"}
     assert applied["ulimits"] == [{"name": "stack", "soft": 1, "hard": 2}]
@@ -153,7 +153,10 @@ def test_applied_options_from_inspect() -> None:
 
 
 def test_shm_size_sources(monkeypatch: pytest.MonkeyPatch) -> None:
-    from orchestrator.runtimes.docker_limits import shm_size
+    from orchestrator.runtimes.docker_settings import docker_settings
+
+    def shm_size(given: dict) -> str:
+        return docker_settings(given).shm_size
 
     monkeypatch.delenv("BENCH_DOCKER_SHM_SIZE", raising=False)
     assert shm_size({}) == "8g"
@@ -166,19 +169,20 @@ def test_shm_size_sources(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_limits_from_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from orchestrator.runtimes import docker_limits as runtime
+    from orchestrator.runtimes.docker_settings import docker_settings
 
     monkeypatch.setattr(runtime, "host_memory_bytes", lambda: 100 << 30)
-    default = runtime.limits({})
+    default = runtime.limits(docker_settings({}))
     assert default.pids == 8192 and default.memory == f"{int((100 << 30) * 0.9) // (1 << 20)}m" and default.cpus is None
-    given = runtime.limits({"docker": {"pids_limit": 512, "mem_limit": "16g", "cpus": 2.5, "tmp_size": "1g"}})
+    given = runtime.limits(docker_settings({"docker": {"pids_limit": 512, "mem_limit": "16g", "cpus": 2.5, "tmp_size": "1g"}}))
     host = _options(tmp_path, GpuAccess(), limits=given, cache_volume=None)["host_config"]
     assert (host["pids_limit"], host["mem_limit"], host["memswap_limit"], host["nano_cpus"]) == (512, "16g", "16g", 2_500_000_000)
     assert host["tmpfs"]["/tmp"].endswith("size=1g,mode=1777") and all(b["bind"] != "/bench/cache" for b in host["binds"].values())
-    assert runtime.limits({"docker": {"mem_limit": "none"}}).memory is None
+    assert runtime.limits(docker_settings({"docker": {"mem_limit": "none"}})).memory is None
     for bad, field in (({"pids_limit": 10}, "pids_limit"), ({"pids_limit": True}, "pids_limit"), ({"mem_limit": "lots"}, "mem_limit"),
                        ({"cpus": 0}, "cpus"), ({"tmp_size": "1 g"}, "tmp_size")):
         with pytest.raises(BadInput, match=rf"runtime\.docker\.{field}"):
-            runtime.limits({"docker": bad})
+            runtime.limits(docker_settings({"docker": bad}))
 
 
 def test_image_user_is_never_root() -> None:

@@ -11,6 +11,8 @@ import pytest
 
 from orchestrator.engines.registry import get_engine
 from orchestrator.errors import BadInput
+from orchestrator.imagebuild.facts import ImageFacts
+from orchestrator.runtimes import RuntimeFacts, RuntimeSettings
 from orchestrator.runtimes.base import RunPaths
 from orchestrator.runtimes.docker import DockerRuntime
 from tests.docker.conftest import FakeAPI, FakeAPIError, FakeClient
@@ -28,9 +30,9 @@ def paths(tmp_path: Path) -> RunPaths:
     return RunPaths(run, spec, run / "result.json", run / "engine.log", tmp_path / "data")
 
 
-def _execute(paths: RunPaths, settings: dict | None = None, timeout_s: float = 30.0):
+def _execute(paths: RunPaths, settings: RuntimeSettings | None = None, timeout_s: float = 30.0):
     lines: list[str] = []
-    execution = DockerRuntime().execute(get_engine("pytorch"), paths, settings or {}, timeout_s, lines.append)
+    execution = DockerRuntime().execute(get_engine("pytorch"), paths, settings or RuntimeSettings(), timeout_s, lines.append)
     return execution, lines
 
 
@@ -45,46 +47,47 @@ def test_daemon_unreachable_is_one_line_bad_input(monkeypatch: pytest.MonkeyPatc
 
     monkeypatch.setattr(docker, "from_env", refuse)
     with pytest.raises(BadInput) as err:
-        DockerRuntime().check(get_engine("pytorch"), {})
+        DockerRuntime().check(get_engine("pytorch"), RuntimeSettings.from_blocks({}))
     message = str(err.value)
     assert message.startswith("Docker daemon unreachable at ") and "no Docker socket" in message and "\n" not in message
-    ok, why = DockerRuntime().availability(get_engine("pytorch"), {})
+    ok, why = DockerRuntime().availability(get_engine("pytorch"), RuntimeSettings.from_blocks({}))
     assert not ok and "unreachable" in why
 
 
 def test_missing_image_says_which_build_to_run(fake_docker) -> None:
     fake_docker(FakeClient(images={}))
     with pytest.raises(BadInput, match=r"docker image 'bench/pytorch:latest' is not built \(bench never pulls\); run 'bench image build pytorch'"):
-        DockerRuntime().check(get_engine("pytorch"), {})
+        DockerRuntime().check(get_engine("pytorch"), RuntimeSettings.from_blocks({}))
 
 
 def test_scenario_image_setting_is_used(fake_docker) -> None:
     fake_docker(FakeClient(images={}))
     with pytest.raises(BadInput, match="'my/own:image' is not built"):
-        DockerRuntime().check(get_engine("pytorch"), {"image": "my/own:image"})
+        DockerRuntime().check(get_engine("pytorch"), RuntimeSettings.from_blocks({"image": "my/own:image"}))
 
 
 @pytest.mark.parametrize("settings", [{"device": "cuda"}, {"visible_devices": "0,1"}])
 def test_gpus_requested_without_nvidia_runtime(fake_docker, settings) -> None:
     fake_docker(FakeClient(runtimes={"runc": {}}), host_gpus=2)
     with pytest.raises(BadInput, match="the Docker daemon has no NVIDIA runtime or CDI device"):
-        DockerRuntime().check(get_engine("pytorch"), settings)
+        DockerRuntime().check(get_engine("pytorch"), RuntimeSettings.from_blocks(settings))
 
 
 def test_check_names_image_base_digest_and_gpus(fake_docker) -> None:
     fake_docker(FakeClient(runtimes={"runc": {}, "nvidia": {}}), host_gpus=2)
-    info = DockerRuntime().check(get_engine("pytorch"), {"device": "cuda", "visible_devices": "1"})
-    assert info["name"] == "docker" and info["image"] == "bench/pytorch:latest" and info["image_id"] == IMAGE_ID
-    assert info["base_digest"] == "sha256:" + "b" * 64 and info["base_digest_kind"] == "registry manifest"
-    assert info["gpus"] == "1 via nvidia" and info["source_revision"] == "abc123"
+    info = DockerRuntime().check(get_engine("pytorch"), RuntimeSettings.from_blocks({"device": "cuda", "visible_devices": "1"}))
+    doc = info.to_json()
+    assert doc["name"] == "docker" and doc["image"] == "bench/pytorch:latest" and doc["image_id"] == IMAGE_ID
+    assert doc["base_digest"] == "sha256:" + "b" * 64 and doc["base_digest_kind"] == "registry manifest"
+    assert doc["gpus"] == "1 via nvidia" and doc["source_revision"] == "abc123"
 
 
 def test_auto_prefers_local_on_a_gpu_host_without_nvidia_runtime(fake_docker) -> None:
     fake_docker(FakeClient(runtimes={"runc": {}}), host_gpus=2)
-    ok, why = DockerRuntime().availability(get_engine("pytorch"), {"device": "auto"})
+    ok, why = DockerRuntime().availability(get_engine("pytorch"), RuntimeSettings.from_blocks({"device": "auto"}))
     assert not ok and "no NVIDIA runtime" in why
     fake_docker(FakeClient(runtimes={"runc": {}}), host_gpus=0)
-    assert DockerRuntime().availability(get_engine("pytorch"), {"device": "auto"})[0]
+    assert DockerRuntime().availability(get_engine("pytorch"), RuntimeSettings.from_blocks({"device": "auto"}))[0]
 
 
 # -- execute(): the container's life ----------------------------------------------------------
@@ -101,7 +104,7 @@ def test_success_streams_logs_records_options_and_removes(fake_docker, paths: Ru
     assert lines == ["hello", "partial", "end"]
     assert paths.log.read_text() == "hello\npartial\nend\n"
     assert _removed_all(client.api)
-    info = execution.info
+    info = execution.info.to_json()
     assert info["image_id"] == IMAGE_ID and info["base_digest"] == "sha256:" + "b" * 64
     container = info["container"]
     assert container["network_mode"] == "none" and container["cap_drop"] == ["ALL"] and container["privileged"] is False
@@ -140,8 +143,8 @@ def test_daemon_without_cap_sys_resource_drops_memlock_and_says_so(fake_docker, 
     client = fake_docker(FakeClient(api=FakeAPI(start_errors=[error])))
     execution, lines = _execute(paths)
     assert execution.outcome == "exited" and execution.exit_code == 0
-    assert [u["name"] for u in execution.info["container"]["ulimits"]] == ["stack"]
-    assert "ulimit memlock not applied" in execution.info["notes"][0] and lines[0].startswith("[bench] ulimit memlock")
+    assert [u[0] for u in execution.info.container.ulimits] == ["stack"]
+    assert "ulimit memlock not applied" in execution.info.notes[0] and lines[0].startswith("[bench] ulimit memlock")
     assert _removed_all(client.api) and len([c for c in client.api.calls if c[0] == "create"]) == 2
 
 
@@ -159,5 +162,6 @@ def test_create_error_is_an_error_execution(fake_docker, paths: RunPaths) -> Non
 
 def test_image_gone_before_the_run(fake_docker, paths: RunPaths) -> None:
     fake_docker(FakeClient(images={}))
-    execution, _ = _execute(paths, {"checked": {"image": "bench/pytorch:latest", "image_id": IMAGE_ID}})
+    checked = RuntimeFacts("docker", image="bench/pytorch:latest", image_facts=ImageFacts(IMAGE_ID))
+    execution, _ = _execute(paths, RuntimeSettings().with_checked(checked))
     assert execution.outcome == "error" and "bench image build pytorch" in execution.detail

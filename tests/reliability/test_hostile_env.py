@@ -94,10 +94,11 @@ def test_internal_variables_are_stripped_and_refused_in_run_settings() -> None:
     from orchestrator.engines.registry import get_engine
     from orchestrator.errors import BadInput
     from orchestrator.runtimes.local import engine_env
+    from orchestrator.runtimes.local_settings import LocalSettings
 
     os.environ["BENCH_HEARTBEAT"] = "/nonexistent/victim"
     try:
-        env = engine_env(get_engine("pytorch"), {"env": {"BENCH_WORKER": "1", "OTHER": "kept"}})
+        env = engine_env(get_engine("pytorch"), LocalSettings(env={"BENCH_WORKER": "1", "OTHER": "kept"}))
     finally:
         del os.environ["BENCH_HEARTBEAT"]
     assert not envvars.INTERNAL_NAMES & set(env) and env["OTHER"] == "kept"

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.host import telemetry
+from orchestrator.host.gpus import GpuRequest
 from orchestrator.schemas import validate
 from tests.results.fake_nvml import FakeGpu, NVMLError_LibraryNotFound, make_module
 from tests.typed_docs import summarize_docs as summarize
@@ -23,9 +24,9 @@ def _run_dir(tmp_path: Path, device: str = "auto", devices: int = 1) -> Path:
     return run_dir
 
 
-def _monitor_run(run_dir: Path, settings: dict | None = None, seconds: float = 0.3) -> dict:
+def _monitor_run(run_dir: Path, request: GpuRequest | None = None, seconds: float = 0.3) -> dict:
     monitor = telemetry.GpuTelemetry(interval_s=0.02)
-    monitor.start(run_dir, settings or {})
+    monitor.start(run_dir, request or GpuRequest())
     time.sleep(seconds)
     return monitor.stop()
 
@@ -56,7 +57,7 @@ def test_no_gpu_and_cpu_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     out = _monitor_run(cpu_dir, seconds=0.05)
     assert out["available"] is False and "CPU" in out["reason"]
     assert fake.calls["init"] == 0 and not (cpu_dir / "telemetry.csv").exists()
-    assert _monitor_run(_run_dir(tmp_path / "off"), {"telemetry": False}, 0.01)["reason"].startswith("disabled")
+    assert _monitor_run(_run_dir(tmp_path / "off"), GpuRequest(sampled=False), 0.01)["reason"].startswith("disabled")
 
 
 def test_sampler_with_energy_counter(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -109,26 +110,26 @@ def test_visible_devices(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     gpus = [FakeGpu(uuid=f"GPU-aaaa000{i}-0000", power_mw=100_000 * (i + 1)) for i in range(3)]
     monkeypatch.setitem(sys.modules, "pynvml", make_module(gpus))
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    out = _monitor_run(_run_dir(tmp_path / "a"), {"visible_devices": "2,0"}, 0.1)
+    out = _monitor_run(_run_dir(tmp_path / "a"), GpuRequest(visible=("2", "0")), 0.1)
     assert out["gpus"] == [0, 2] and [d["index"] for d in out["devices"]] == [2, 0]
     assert out["power_w"]["mean"] == 400.0  # 300 W + 100 W, summed per tick
-    out = _monitor_run(_run_dir(tmp_path / "b"), {"visible_devices": ["GPU-aaaa0001"]}, 0.1)  # a UUID prefix
+    out = _monitor_run(_run_dir(tmp_path / "b"), GpuRequest(visible=("GPU-aaaa0001",)), 0.1)  # a UUID prefix
     assert out["gpus"] == [1]
-    out = _monitor_run(_run_dir(tmp_path / "c"), {"env": {"CUDA_VISIBLE_DEVICES": "1"}}, 0.1)
+    out = _monitor_run(_run_dir(tmp_path / "c"), GpuRequest(environment_visible="1"), 0.1)
     assert out["gpus"] == [1]
-    out = _monitor_run(_run_dir(tmp_path / "d"), {"visible_devices": "7"}, 0.05)
+    out = _monitor_run(_run_dir(tmp_path / "d"), GpuRequest(visible=("7",)), 0.05)
     assert out["available"] is False and "'7'" in out["reason"]
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2")
-    out = _monitor_run(_run_dir(tmp_path / "f"), {}, 0.05)  # a local process inherits it
+    out = _monitor_run(_run_dir(tmp_path / "f"), GpuRequest(), 0.05)  # a local process inherits it
     assert out["gpus"] == [2]
-    out = _monitor_run(_run_dir(tmp_path / "g"), {"checked": {"name": "docker"}}, 0.05)  # a container does not
+    out = _monitor_run(_run_dir(tmp_path / "g"), GpuRequest(runtime="docker"), 0.05)  # a container does not
     assert out["gpus"] == [0, 1, 2]
-    out = _monitor_run(_run_dir(tmp_path / "h"), {"visible_devices": "all"}, 0.05)
+    out = _monitor_run(_run_dir(tmp_path / "h"), GpuRequest(visible=()), 0.05)
     assert out["gpus"] == [0, 1, 2]
-    out = _monitor_run(_run_dir(tmp_path / "i"), {"checked": {"name": "slurm"}}, 0.05)
+    out = _monitor_run(_run_dir(tmp_path / "i"), GpuRequest(runtime="slurm"), 0.05)
     assert out["available"] is False and "slurm" in out["reason"]
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
-    out = _monitor_run(_run_dir(tmp_path / "e"), {}, 0.1)  # all GPUs, but the run uses one: said so
+    out = _monitor_run(_run_dir(tmp_path / "e"), GpuRequest(), 0.1)  # all GPUs, but the run uses one: said so
     assert out["gpus"] == [0, 1, 2] and any("while the run uses 1" in n for n in out["notes"])
 
 

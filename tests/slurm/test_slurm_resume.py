@@ -16,7 +16,7 @@ from orchestrator.artifacts import create_artifact, validate_artifact, write_man
 from orchestrator.artifacts.layout import SCENARIO
 from orchestrator.errors import BadInput
 from orchestrator.jsonio import write_json
-from orchestrator.runtimes import Execution, Runtime
+from orchestrator.runtimes import Execution, Runtime, RuntimeFacts
 from orchestrator.scenario import RunPlan, load_scenario
 
 REPO = Path(__file__).resolve().parents[2]
@@ -110,12 +110,12 @@ class FailingRuntime(Runtime):
     calls: ClassVar[list[str]] = []
 
     def check(self, engine, settings):
-        return {"name": self.name}
+        return RuntimeFacts(self.name)
 
     def execute(self, engine, paths, settings, timeout_s, sink):
         FailingRuntime.calls.append(paths.run_dir.name)
         paths.log.write_text("fake engine output\n")
-        return Execution("exited", 1, None, {"name": self.name})
+        return Execution("exited", 1, None, RuntimeFacts(self.name))
 
 
 def test_resume_reruns_only_runs_without_a_valid_result(artifact, monkeypatch) -> None:
@@ -126,7 +126,7 @@ def test_resume_reruns_only_runs_without_a_valid_result(artifact, monkeypatch) -
         assert requested == "fake"
         from orchestrator.run.runtime_choice import ChosenRuntime
 
-        return {name: ChosenRuntime(FailingRuntime(), {**settings_for[name], "checked": {"name": "fake"}}) for name in engines}
+        return {name: ChosenRuntime(FailingRuntime(), settings_for[name].with_checked(RuntimeFacts("fake"))) for name in engines}
 
     monkeypatch.setattr(execute, "choose_runtimes", choose)
     FailingRuntime.calls = []

@@ -13,7 +13,7 @@ import pytest
 
 from orchestrator.engines.registry import EngineInfo
 from orchestrator.errors import BadInput
-from orchestrator.runtimes import RunPaths, get_runtime
+from orchestrator.runtimes import RunPaths, RuntimeFacts, RuntimeSettings, get_runtime
 from orchestrator.runtimes.slurm import SlurmRuntime
 from orchestrator.runtimes.slurm_client import parse_job
 
@@ -47,8 +47,8 @@ def _paths(tmp_path: Path, spec: dict) -> RunPaths:
     return RunPaths(run, run / "spec.json", run / "result.json", run / "engine.log", tmp_path / "data")
 
 
-def _settings(**slurm) -> dict:
-    return {"resolved_interpreter": sys.executable, "slurm": {"poll_s": 0.1, **slurm}}
+def _settings(**slurm) -> RuntimeSettings:
+    return RuntimeSettings.from_blocks({"slurm": {"poll_s": 0.1, **slurm}}).with_checked(RuntimeFacts("slurm", interpreter=sys.executable))
 
 
 def test_registered() -> None:
@@ -63,8 +63,8 @@ def test_parse_job() -> None:
 # -- clear errors (BadInput, exit 2) ----------------------------------------------------------------
 
 def test_check_ok(fake_slurm, engine) -> None:
-    info = SlurmRuntime().check(engine, {"slurm": {"partition": "debug", "time": "10"}})
-    assert info == {"name": "slurm", "mode": "local", "partition": "debug", "interpreter": info["interpreter"]}
+    info = SlurmRuntime().check(engine, RuntimeSettings.from_blocks({"slurm": {"partition": "debug", "time": "10"}}))
+    assert info.to_json() == {"name": "slurm", "interpreter": info.interpreter, "mode": "local", "partition": "debug"}
     assert any(call.startswith("sbatch --test-only --output=/dev/null --partition=debug --time=10") for call in fake_slurm.calls())
 
 
@@ -73,44 +73,44 @@ def test_commands_not_found(fake_slurm, engine, monkeypatch) -> None:
     fake_slurm.remove("sbatch")
     fake_slurm.remove("squeue")
     with pytest.raises(BadInput, match="Slurm commands sbatch, squeue not found on PATH"):
-        SlurmRuntime().check(engine, {})
+        SlurmRuntime().check(engine, RuntimeSettings.from_blocks({}))
 
 
 def test_controller_unreachable(fake_slurm, engine) -> None:
     fake_slurm.set("ping", "Slurmctld(primary) at ctl is DOWN")
     with pytest.raises(BadInput, match=r"the Slurm controller is unreachable \(Slurmctld\(primary\) at ctl is DOWN\)"):
-        SlurmRuntime().check(engine, {})
+        SlurmRuntime().check(engine, RuntimeSettings.from_blocks({}))
 
 
 def test_unknown_partition(fake_slurm, engine) -> None:
     fake_slurm.set("partitions", "debug|(null)\ngpu|gpu:8\n")
     with pytest.raises(BadInput, match=r"slurm.partition: unknown partition 'a100' \(the cluster has: debug, gpu\)"):
-        SlurmRuntime().check(engine, {"slurm": {"partition": "a100"}})
+        SlurmRuntime().check(engine, RuntimeSettings.from_blocks({"slurm": {"partition": "a100"}}))
 
 
 def test_shared_dir_not_writable(fake_slurm, engine, tmp_path) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     with pytest.raises(BadInput, match=r"slurm.shared_dir: .*a-file/shared: not writable"):
-        SlurmRuntime().check(engine, {"slurm": {"shared_dir": str(blocker / "shared")}})
+        SlurmRuntime().check(engine, RuntimeSettings.from_blocks({"slurm": {"shared_dir": str(blocker / "shared")}}))
 
 
 def test_request_refused(fake_slurm, engine) -> None:
     fake_slurm.set("test_only_error", "Invalid account or account/partition combination specified")
     with pytest.raises(BadInput, match=r"refuses the job request \(--account=nobody\): sbatch: error: Invalid account"):
-        SlurmRuntime().check(engine, {"slurm": {"account": "nobody"}})
+        SlurmRuntime().check(engine, RuntimeSettings.from_blocks({"slurm": {"account": "nobody"}}))
 
 
 def test_container_mode_without_launcher(fake_slurm, engine, monkeypatch) -> None:
     monkeypatch.setenv("PATH", str(fake_slurm.bin))  # no srun with pyxis, no apptainer
     with pytest.raises(BadInput, match=r"neither pyxis .* nor apptainer"):
-        SlurmRuntime().check(engine, {"slurm": {"mode": "container"}})
-    info = SlurmRuntime().check(engine, {"slurm": {"mode": "container", "container": "apptainer", "image": "/img/fake.sif"}})
-    assert info["container_launcher"] == "apptainer" and info["image"] == "/img/fake.sif"
-    info = SlurmRuntime().check(engine, {"slurm": {"mode": "container", "container": "pyxis"}})
-    assert info["image"] == "dockerd://bench/fake:latest"  # bench's own local tag, from the node's Docker daemon
-    info = SlurmRuntime().check(engine, {"image": "reg.example/fake:1", "slurm": {"mode": "container", "container": "pyxis"}})
-    assert info["image"] == "reg.example/fake:1"  # engines.<name>.image as given
+        SlurmRuntime().check(engine, RuntimeSettings.from_blocks({"slurm": {"mode": "container"}}))
+    info = SlurmRuntime().check(engine, RuntimeSettings.from_blocks({"slurm": {"mode": "container", "container": "apptainer", "image": "/img/fake.sif"}}))
+    assert info.container_launcher == "apptainer" and info.image == "/img/fake.sif"
+    info = SlurmRuntime().check(engine, RuntimeSettings.from_blocks({"slurm": {"mode": "container", "container": "pyxis"}}))
+    assert info.image == "dockerd://bench/fake:latest"  # bench's own local tag, from the node's Docker daemon
+    info = SlurmRuntime().check(engine, RuntimeSettings.from_blocks({"image": "reg.example/fake:1", "slurm": {"mode": "container", "container": "pyxis"}}))
+    assert info.image == "reg.example/fake:1"  # engines.<name>.image as given
 
 
 @pytest.mark.parametrize(("env", "message"), [
@@ -136,8 +136,8 @@ def test_job_completes(fake_slurm, engine, tmp_path) -> None:
     execution = SlurmRuntime().execute(engine, paths, _settings(partition="debug"), 60, lines.append)
     assert execution.outcome == "exited" and execution.exit_code == 0, execution
     info = execution.info
-    assert (info["name"], info["job_id"], info["node"], info["scheduler_state"], info["exit_code"]) == ("slurm", "100", "fake", "COMPLETED", "0:0")
-    assert info["interpreter"] == sys.executable and info["partition"] == "debug"
+    assert (info.name, info.job_id, info.node, info.scheduler_state, info.exit_code) == ("slurm", "100", "fake", "COMPLETED", "0:0")
+    assert info.interpreter == sys.executable and info.partition == "debug"
     assert json.loads(paths.result.read_text())["spec"] == str(paths.spec)
     log = paths.log.read_text()
     assert "fake engine: started" in log and "fake engine: to stderr" in log and "fake engine: done" in log
@@ -151,7 +151,7 @@ def test_job_completes(fake_slurm, engine, tmp_path) -> None:
 def test_job_fails(fake_slurm, engine, tmp_path) -> None:
     paths = _paths(tmp_path, {"exit": 3})
     execution = SlurmRuntime().execute(engine, paths, _settings(), 60, lambda line: None)
-    assert (execution.outcome, execution.exit_code, execution.info["scheduler_state"], execution.info["exit_code"]) == ("exited", 3, "FAILED", "3:0")
+    assert (execution.outcome, execution.exit_code, execution.info.scheduler_state, execution.info.exit_code) == ("exited", 3, "FAILED", "3:0")
 
 
 def test_timeout_cancels_the_job(fake_slurm, engine, tmp_path) -> None:
@@ -161,7 +161,7 @@ def test_timeout_cancels_the_job(fake_slurm, engine, tmp_path) -> None:
     assert execution.outcome == "timeout" and "exceeded the 1 s timeout; Slurm job 100 cancelled" in execution.detail
     assert time.monotonic() - clock < 30
     assert "scancel 100" in fake_slurm.calls()
-    assert execution.info["scheduler_state"] == "CANCELLED"
+    assert execution.info.scheduler_state == "CANCELLED"
     assert fake_slurm.running_jobs() == []
 
 
@@ -175,14 +175,14 @@ def test_ctrl_c_cancels_the_job(fake_slurm, engine, tmp_path) -> None:
     execution = SlurmRuntime().execute(engine, paths, _settings(), 600, sink)
     assert execution.outcome == "interrupted" and "Slurm job 100 cancelled" in execution.detail
     assert "scancel 100" in fake_slurm.calls() and fake_slurm.running_jobs() == []
-    assert execution.info["job_id"] == "100"
+    assert execution.info.job_id == "100"
 
 
 def test_sbatch_failure_is_an_error(fake_slurm, engine, tmp_path) -> None:
     fake_slurm.set("sbatch_error", "Batch job submission failed: Job violates accounting/QOS policy")
     execution = SlurmRuntime().execute(engine, _paths(tmp_path, {}), _settings(), 60, lambda line: None)
     assert execution.outcome == "error" and "sbatch failed: sbatch: error: Batch job submission failed" in execution.detail
-    assert "job_id" not in execution.info
+    assert execution.info.job_id is None
 
 
 def test_shared_dir_staging(fake_slurm, engine, tmp_path) -> None:
@@ -210,4 +210,4 @@ def test_gpus_per_run(fake_slurm, spec, gpus, partitions, expected) -> None:
     from orchestrator.runtimes.slurm_settings import SlurmSettings
 
     fake_slurm.set("partitions", partitions)
-    assert SlurmRuntime._gpus(SlurmSettings(gpus=gpus), spec) == expected
+    assert SlurmRuntime._gpus(SlurmSettings(gpus=gpus), spec["device"], spec["parity"]["devices"]) == expected
