@@ -23,10 +23,13 @@ import argparse
 import json
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from run_folder import build_jax_workload, read_spec
+from run_folder import build_jax_workload, read_spec, with_options
+
+from bench_engine.contract import RunSpec
 
 
 class _Linen:
@@ -69,18 +72,17 @@ def _nonfinite_leaves(tree: Any) -> list[str]:
     return bad
 
 
-def probe(spec: dict[str, Any], variant: str, steps: int) -> dict[str, Any]:
+def probe(spec: RunSpec, variant: str, steps: int) -> dict[str, Any]:
     import jax
     import numpy as np
 
     from bench_engine.api import StepBatch
 
-    spec = json.loads(json.dumps(spec))
-    spec["engine_options"] = {"steps_per_dispatch": 1, **({"donate": False} if variant == "no_donation" else {})}
+    spec = with_options(replace(spec, engine_options={}), {"steps_per_dispatch": 1, **({"donate": False} if variant == "no_donation" else {})})
     _patch(variant)
     workload, _, _, setup = build_jax_workload(spec)
-    batch = spec["parity"]["batch"]["global"]
-    per_epoch = spec["parity"]["steps_per_epoch"]
+    batch = spec.parity.batch.global_
+    per_epoch = spec.parity.steps_per_epoch
     losses: list[float] = []
     first_bad = None
     bad_leaves: list[str] = []

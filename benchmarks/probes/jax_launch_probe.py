@@ -28,7 +28,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from run_folder import build_jax_workload, read_spec
+from run_folder import build_jax_workload, read_spec, with_options
 
 LOG_PATTERNS = {
     "unsupported": re.compile(r"Unsupported thunk kind: (\w+)"),
@@ -45,11 +45,10 @@ def child(spec_path: Path, steps: int, windows: int, warmup: int, options: dict[
 
     from bench_engine.api import StepBatch
 
-    spec = read_spec(spec_path)
-    spec["engine_options"] = {**(spec.get("engine_options") or {}), **options}
+    spec = with_options(read_spec(spec_path), options)
     workload, _, devices, setup_s = build_jax_workload(spec)
-    batch = spec["parity"]["batch"]["global"]
-    per_epoch = spec["parity"]["steps_per_epoch"]
+    batch = spec.parity.batch.global_
+    per_epoch = spec.parity.steps_per_epoch
     k = workload.steps_per_dispatch
     steps = max(k, steps - steps % k)  # whole calls only: no short queue inside a window
     counter = 0
@@ -81,7 +80,7 @@ def child(spec_path: Path, steps: int, windows: int, warmup: int, options: dict[
             "step_ms_median": round(statistics.median(window_s) / steps * 1e3, 3),
             "enqueue_share_median": round(statistics.median(e / w for e, w in zip(enqueue_s, window_s, strict=True)), 3),
             "last_losses": [round(v, 4) for v in losses[-3:]], "finite": bool(np.all(np.isfinite(losses))),
-            "engine_options": spec["engine_options"], "jax": jax.__version__, "device": str(devices[0].device_kind),
+            "engine_options": dict(spec.engine_options), "jax": jax.__version__, "device": str(devices[0].device_kind),
             "xla_flags_in_effect": os.environ.get("XLA_FLAGS", "")}
 
 

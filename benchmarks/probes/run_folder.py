@@ -1,29 +1,36 @@
-"""What both JAX probes start from: a run folder's spec (made by ``bench scenario run``) and bench's own workload for it."""
+"""What the JAX probes start from: a run folder's spec (made by ``bench scenario run``) and bench's own workload for it."""
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-
-def read_spec(spec_path: Path) -> dict[str, Any]:
-    """A run folder's ``spec.json``, its shared-weights file named by its path beside the spec."""
-    spec = json.loads(spec_path.read_text())
-    spec["parity"]["init"]["file"] = str(spec_path.parent / spec["parity"]["init"]["file"])
-    return spec
+from bench_engine.contract import RunSpec
 
 
-def build_jax_workload(spec: dict[str, Any]) -> tuple[Any, str, list[Any], float]:
+def read_spec(spec_path: Path) -> RunSpec:
+    """A run folder's ``spec.json`` as the engine reads it, its shared-weights file named by its path beside the spec."""
+    return RunSpec.from_json(json.loads(spec_path.read_text())).with_init_relative_to(spec_path.parent)
+
+
+def with_options(spec: RunSpec, options: Mapping[str, Any]) -> RunSpec:
+    """``spec`` with engine options changed (on top of its own)."""
+    return replace(spec, engine_options={**spec.engine_options, **options})
+
+
+def build_jax_workload(spec: RunSpec) -> tuple[Any, str, list[Any], float]:
     """(workload, device kind, devices, setup seconds): the process configured, the dataset loaded, the workload built."""
     from bench_engine.data import load_dataset
     from bench_jax.environment import configure_process, resolve_devices
     from bench_jax.prepare import build_workload
 
     configure_process(spec)
-    kind, devices = resolve_devices(spec.get("device", "auto"))
-    data = load_dataset(spec["parity"]["dataset"]["path"], spec["parity"]["dataset"]["sha256"])
+    kind, devices = resolve_devices(spec.device)
+    data = load_dataset(spec.parity.dataset.path, spec.parity.dataset.sha256)
     began = time.perf_counter()
     workload = build_workload(spec, data, kind, devices)
     return workload, kind, devices, time.perf_counter() - began
