@@ -84,7 +84,7 @@ def list_artifacts(folder: Path | None = typer.Argument(None, help="Results fold
     """List the artifacts of a results folder, newest first: scenario, time, id, runs ok/total, engines, GPU, label; an
     artifact that cannot be used is listed with its problem (its archive under archives/ too)."""
     root = results_folder(folder)
-    entries = scan(root, scenario, validate)
+    entries = scan(root, scenario, validate) if folder is not None or root.exists() else []  # no results/ yet: none
     if as_json:
         print_json({"folder": str(root), "scenario": scenario, "artifacts": [e.to_json() for e in entries]})
         return
