@@ -2,7 +2,7 @@
 
 ``<root>/<scenario>/<UTC time>-<id>/``: ``scenario.yaml`` (resolved), ``runs/<run-id>/``
 (``spec.json``, ``result.json``, ``run.json``, ``engine.log``, telemetry), ``summary.json``,
-``manifest.json``; ``attempts/<run-id>/<N>/`` keeps earlier attempts replaced by ``bench scenario resume``.
+``label.json`` (with ``--label``), ``manifest.json``; ``attempts/<run-id>/<N>/`` keeps earlier attempts replaced by ``bench scenario resume``.
 """
 
 from __future__ import annotations

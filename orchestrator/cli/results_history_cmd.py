@@ -60,18 +60,21 @@ def note(entry: Listed) -> str | None:
 
 def list_table(entries: list[Listed], title: str, wide: bool) -> Table:
     """One row per artifact: scenario, time, id, state, runs ok/total, engines, GPU, label, note."""
+    one_year = len({e.time.year for e in entries if e.time}) <= 1
     fields = [Field("scenario", lambda e: e.scenario, fold=str),
-              Field("time (UTC)", lambda e: e.time.strftime("%Y-%m-%d %H:%M") if e.time else None, short="time"),
+              Field("time (UTC)", lambda e: e.time, lambda t: t.strftime("%Y-%m-%d %H:%M") if t else "-", short="time",
+                    compact_fmt=lambda t: (t.strftime("%m-%d %H:%M") if one_year else t.strftime("%Y-%m-%d %H:%M")) if t else "-"),
               Field("id", lambda e: e.artifact_id),
               Field("state", state, status=True),
               Field("runs ok/total", lambda e: "{}/{}".format(*e.runs) if e.runs else None, short="runs"),
-              Field("engines", lambda e: ", ".join(e.engines) or None, wrap=True),
+              Field("engines", lambda e: ", ".join(e.engines) or None),
               Field("GPU", lambda e: e.gpu, fold=lambda t: "no GPU" if t == "-" else t, wrap=True),
               Field("label", lambda e: e.label, lambda v: v or "", clip=True),
               Field("note", note, lambda v: v or "", clip=True),
               Field("path", lambda e: str(e.path), wide_only=True)]
-    if not wide:  # a compact table leaves out a label or note column that no row fills
-        fields = [f for f in fields if f.header not in ("label", "note") or any(f.cell(e) for e in entries)]
+    if not wide:  # a compact table leaves out a label or note column that no row fills, and the state when all are ok
+        fields = [f for f in fields if (f.header not in ("label", "note") or any(f.cell(e) for e in entries))
+                  and (f.header != "state" or any(state(e) != "ok" for e in entries))]
     return view("artifacts", title, fields, entries, wide)
 
 

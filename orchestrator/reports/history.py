@@ -351,13 +351,16 @@ def history_plot(history: History) -> Any:
                     label=cell_label(cell, cells), gid=gid)
         for x, y, p in zip(xs, ys, points, strict=True):
             if p.previous is not None and p.framework != p.previous.framework:  # a new framework version: say which
-                ax.annotate(f"{p.framework or '?'} ({p.change_pct:+.1f}%)", (x, y), textcoords="offset points", xytext=(5, 6),
-                            fontsize=7, color=styles.colour(cell[0]), gid=f"{gid}/version/{x}")
+                last = x == len(history.artifacts) - 1  # the last point's note to its left, inside the axes
+                ax.annotate(f"{p.framework or '?'} ({p.change_pct:+.1f}%)", (x, y), textcoords="offset points",
+                            xytext=(-5 if last else 5, 6), ha="right" if last else "left", fontsize=7,
+                            color=styles.colour(cell[0]), gid=f"{gid}/version/{x}")
     ax.set_xticks(range(len(history.artifacts)), [_tick(e) for e in history.artifacts], fontsize=8)
     ax.set_xlim(-0.5, max(len(history.artifacts) - 0.5, 0.5))
     ax.set_ylabel(f"{m.name} ({m.unit})")
     ax.set_title(f"{history.scenario}: median {m.name} per artifact (bars: spread of the repeats)", fontsize=10)
-    ax.set_ylim(bottom=0)
+    tops = [p.high if p.high is not None else p.median for p in history.points if p.median is not None]
+    ax.set_ylim(0, max(tops) * 1.15 if tops and max(tops) > 0 else None)  # room above for the version notes
     ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _pos: significant_text(value, 3) if value else "0"))
     if cells:
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
