@@ -139,8 +139,7 @@ def history(scenario: str = typer.Argument(..., help="The scenario whose artifac
     """One metric of every cell (engine, precision, path, batch, devices) across the scenario's artifacts, oldest first:
     the median and spread per artifact, its framework version and label, and the change against the cell's previous
     artifact (e.g. PyTorch 2.10.0 -> 2.11.0: +4.0%)."""
-    from orchestrator.artifacts.catalog import opened
-    from orchestrator.reports.history import METRICS, Filters, artifact_points, build_history, history_table
+    from orchestrator.reports.history import METRICS, Filters, history_table, load_history
 
     if metric not in METRICS:
         raise BadInput(f"--metric: '{metric}' is not one of {', '.join(METRICS)}")
@@ -148,22 +147,9 @@ def history(scenario: str = typer.Argument(..., help="The scenario whose artifac
     plot_file = _output(plot, "--plot", (".png", ".svg"))
     html_file = _output(html, "--html", (".html", ".htm"))
     root = results_folder(folder)
-    entries = scan(root, scenario, validate)
-    if not entries:
+    doc = load_history(root, scenario, METRICS[metric], filters, validate)
+    if not doc.artifacts and not doc.skipped and not scan(root, scenario):
         raise BadInput(f"{scenario}: no artifacts of this scenario under {root} (see 'bench results list')")
-    usable: dict[str, Listed] = {}
-    skipped = []
-    for entry in entries:
-        if not entry.usable:
-            skipped.append((str(entry.path), entry.problem or "unusable"))
-        else:
-            usable.setdefault(entry.artifact_id, entry)  # the folder before its archive
-
-    def read(entry: Listed) -> list:
-        with opened(entry) as artifact_root:
-            return artifact_points(entry, artifact_root, METRICS[metric], filters)
-
-    doc = build_history(scenario, METRICS[metric], list(usable.values()), read, skipped)
     if plot_file is not None or html_file is not None:
         from orchestrator.reports.plots import matplotlib_available
 
@@ -184,10 +170,11 @@ def history(scenario: str = typer.Argument(..., help="The scenario whose artifac
         print_json({**doc.to_json(), "plot": str(plot_file) if plot_file else None, "html": str(html_file) if html_file else None})
         return
     if not doc.points:
-        err.print(f"no {markup(metric)} to show: none of the {len(usable)} usable artifact(s) of {markup(scenario)} has a matching cell")
+        err.print(f"no {markup(metric)} to show: none of the {len(doc.artifacts) + len(doc.skipped)} artifact(s) of {markup(scenario)} "
+                  "has a matching usable cell")
     else:
         out.print(rich_table(history_table(doc, wide), wide))
-    for where, why in skipped:
+    for where, why in doc.skipped:
         err.print(f"[yellow]left out[/] {markup(where)}: {markup(why)}")
     print_warnings(list(doc.warnings))
     for kind, written in (("plot", plot_file), ("html", html_file)):

@@ -160,6 +160,8 @@ def report(artifact: Path = typer.Argument(..., help=ARTIFACT_HELP),
            as_published: Path | None = typer.Option(None, "--as-published", help="A second artifact that ran the claims' own protocol "
                                                     "(e.g. scenarios/opennn_seed_as_published.yaml): the claims table shows claimed, as "
                                                     "published and fair."),
+           history: bool = typer.Option(False, "--history", help="Add to report.html (implies --html) the throughput history of "
+                                        "the scenario's artifacts in the same results folder (as 'bench results history')."),
            as_json: bool = typer.Option(False, "--json", help="Print the written files as JSON.")) -> None:
     """Write a Markdown report (runs, statistics, ratios, claims, setup/warmup, telemetry, environment), runs.csv and
     groups.csv, and with --html report.html. The artifacts themselves are never modified."""
@@ -175,7 +177,14 @@ def report(artifact: Path = typer.Argument(..., help=ARTIFACT_HELP),
             if not data.scenario.get("claims"):
                 raise BadInput(f"--as-published {as_published}: artifact {artifact}'s scenario has no claims to compare")
         target = out_dir or default_report_dir(artifact, data.summary.scenario, data.artifact_id)
-        written = build_report(data, target, html=html, artifact_root=artifact if artifact.is_dir() else None)
+        around = None
+        if history:
+            from orchestrator.artifacts.layout import results_root
+            from orchestrator.reports.history import METRICS, load_history
+
+            around = load_history(results_root(artifact, data.summary.scenario), data.summary.scenario, METRICS["throughput"])
+        written = build_report(data, target, html=html or history, artifact_root=artifact if artifact.is_dir() else None,
+                               history=around)
     if as_json:
         print_json({"artifact": str(artifact), "out": str(target.resolve()), "files": {k: str(v) for k, v in written.items()}})
         return

@@ -211,7 +211,7 @@ def test_history_plot_and_html(results: Path, monkeypatch, capsys, tmp_path: Pat
     text = svg.read_text()
     assert text.startswith("<svg") and 'id="history/pytorch/fp32"' in text and 'id="history/jax/fp32"' in text
     html = page.read_text()
-    assert html.count("<svg") == 1 and 'data-table="history"' in html and "torch 2.11 image" in html
+    assert html.count("<svg") == 1 and 'data-table="history-table"' in html and "torch 2.11 image" in html
     assert "PyTorch 2.10.0 -&gt; PyTorch 2.11.0: +5.0%" in html
     for option, name in (("--plot", "h.txt"), ("--html", "h.png"), ("--plot", "nofolder/h.png")):
         code, _, err = run_cli(["results", "history", "synthetic", option, tmp_path / name], monkeypatch, capsys)
@@ -290,3 +290,16 @@ def test_label_round_trip_through_run_resume_list_and_history(data_dir, monkeypa
     code, out, err = run_cli(["results", "history", "fake_tiny", "--dir", tmp_path, "--json"], monkeypatch, capsys)
     assert code == 0, err
     assert {p["label"] for p in json.loads(out)["points"]} == {"numpy 2.0"}
+
+
+def test_report_history_section(results: Path, monkeypatch, capsys, tmp_path: Path) -> None:
+    code, _out, err = run_cli(["results", "report", results / "synthetic" / MID, "--history", "--out", tmp_path / "r", "--json"],
+                             monkeypatch, capsys)
+    assert code == 0, err
+    html = (tmp_path / "r" / "report.html").read_text()  # --history implies --html
+    assert '<a href="#history">History</a>' in html and '<h2 id="history">History</h2>' in html
+    assert f"this report's artifact: {MID}" in html and 'data-plot="history"' in html
+    assert html.index('id="history"') < html.index('<h2 id="environment">')
+    assert "PyTorch 2.10.0 -&gt; PyTorch 2.11.0: +5.0%" in html and html.count('id="history"') == 1
+    code, _, _ = run_cli(["results", "report", results / "synthetic" / MID, "--html", "--out", tmp_path / "plain"], monkeypatch, capsys)
+    assert code == 0 and 'id="history"' not in (tmp_path / "plain" / "report.html").read_text()
