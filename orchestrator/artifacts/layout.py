@@ -2,7 +2,7 @@
 
 ``<root>/<scenario>/<UTC time>-<id>/``: ``scenario.yaml`` (resolved), ``runs/<run-id>/``
 (``spec.json``, ``result.json``, ``run.json``, ``engine.log``, telemetry), ``summary.json``,
-``manifest.json``; ``attempts/<run-id>/<N>/`` keeps earlier attempts replaced by ``bench scenario resume``.
+``label.json`` (with ``--label``), ``manifest.json``; ``attempts/<run-id>/<N>/`` keeps earlier attempts replaced by ``bench scenario resume``.
 """
 
 from __future__ import annotations
@@ -21,11 +21,12 @@ SUMMARY = "summary.json"
 SCENARIO = "scenario.yaml"
 RUNS = "runs"
 INTEGRITY = "integrity.json"  # overrides of integrity checks (resume --force), see artifacts.integrity
+LABEL = "label.json"  # the artifact's label (scenario run --label), see artifacts.label
 RUN_ID = re.compile(r"^(?P<engine>.+)-(?P<precision>[^-]+)-(?P<path>[^-]+)-b(?P<batch>\d+)-d(?P<devices>\d+)-r(?P<repeat>\d+)$")
 
 # what an artifact may hold at its top level (attempts: resume's earlier attempts; maxbatch: the
 # maximal batch searches; init: the shared initial weights): anything else is outside the layout
-TOP_FILES = frozenset({SCENARIO, SUMMARY, MANIFEST, INTEGRITY})
+TOP_FILES = frozenset({SCENARIO, SUMMARY, MANIFEST, INTEGRITY, LABEL})
 TOP_FOLDERS = frozenset({RUNS, "attempts", "maxbatch", "init"})
 
 # the only files a published copy may leave out (artifacts.publish): bench's shared initial weights, re-made from the seed
@@ -56,7 +57,7 @@ def results_root(source: Path, scenario: str) -> Path:
 # file name -> schema it must satisfy
 SCHEMA_OF = {
     "search.json": "maxbatch", "spec.json": "run-spec", "result.json": "engine-result", "run.json": "run-record",
-    SUMMARY: "summary", MANIFEST: "manifest", INTEGRITY: "integrity",
+    SUMMARY: "summary", MANIFEST: "manifest", INTEGRITY: "integrity", LABEL: "label",
 }
 
 

@@ -14,7 +14,7 @@ import typer
 import typer.main
 
 from orchestrator import __version__
-from orchestrator.cli import data_cmd, env_cmd, image_cmd, results_cmd, results_output_cmd, scenario_cmd, scenario_resume_cmd
+from orchestrator.cli import data_cmd, env_cmd, image_cmd, results_cmd, results_history_cmd, results_output_cmd, scenario_cmd, scenario_resume_cmd
 from orchestrator.cli.console import err
 from orchestrator.envvars import check_environment
 from orchestrator.errors import BadInput, Interrupted, one_line
@@ -48,6 +48,8 @@ GROUP_COMMANDS: tuple[tuple[typer.Typer, str, object], ...] = (
     (results_cmd.results_app, "report", results_output_cmd.report),
     (results_cmd.results_app, "archive", results_output_cmd.archive),
     (results_cmd.results_app, "publish", results_output_cmd.publish),
+    (results_cmd.results_app, "list", results_history_cmd.list_artifacts),
+    (results_cmd.results_app, "history", results_history_cmd.history),
     (scenario_cmd.scenario_app, "resume", scenario_resume_cmd.resume_cmd),
 )
 for _group, _command, _function in GROUP_COMMANDS:

@@ -23,6 +23,7 @@ out = Console(highlight=False, width=_width(sys.stdout))
 err = Console(stderr=True, highlight=False, width=_width(sys.stderr))
 
 STATUS_STYLE = {"ok": "green", "invalid": "yellow", "failed": "red", "timeout": "red", "interrupted": "magenta", "skipped": "dim",
+                "incomplete": "magenta",  # an artifact (`bench results list`)
                 "B faster": "green", "B slower": "red",  # run statuses, and the verdicts of `bench results compare`
                 "yes": "green", "no": "red",  # usable engines (`bench env`)
                 "built": "green", "not built": "yellow", "built, not in lock": "yellow", "built, differs from lock": "yellow",

@@ -9,8 +9,10 @@ from typing import Any
 import typer
 
 from orchestrator.artifacts import open_artifact
+from orchestrator.artifacts.catalog import is_latest
 from orchestrator.artifacts.layout import SUMMARY
 from orchestrator.cli.console import err, out, print_json
+from orchestrator.cli.results_history_cmd import ARTIFACT_HELP, latest_argument
 from orchestrator.cli.results_view import WideOption, render_summary, with_warnings
 from orchestrator.errors import BadInput
 from orchestrator.judge.summary_model import Summary
@@ -50,19 +52,30 @@ def summary_document(folder: Path) -> dict[str, Any]:
 
 
 @results_app.command("show")
-def show(artifact: Path = typer.Argument(..., help="Artifact folder (or .tar.gz archive)."),
+def show(artifact: Path = typer.Argument(..., help=ARTIFACT_HELP),
+         scenario: str | None = typer.Option(None, "--scenario", help="With latest: the newest artifact of this scenario."),
          wide: bool = WideOption,
          as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON, with the artifact's warnings.")) -> None:
     """Print an artifact's runs, statistics, cross-engine ratios and claims (compact; --wide: every column)."""
     from orchestrator.artifacts.archive import artifact_folder
+    from orchestrator.artifacts.label import read_label
     from orchestrator.judge.runtime_use import artifact_warnings
 
-    with artifact_folder(_folder(artifact)) as root:
+    if scenario is not None and not is_latest(artifact):
+        raise BadInput(f"--scenario: only with latest (the artifact {artifact} is named)")
+    with artifact_folder(_folder(latest_argument(artifact, scenario))) as root:
         document = summary_document(root)
         summary = Summary.from_json(document)
+        try:
+            label = read_label(root)
+        except ValueError as exc:
+            label = None
+            err.print(f"[yellow]warning[/] {markup(str(exc))}")
         if as_json:
-            print_json(with_warnings(document, artifact_warnings(root, summary)))
+            print_json(with_warnings({**document, **({"label": label} if label else {})}, artifact_warnings(root, summary)))
         else:
+            if label:
+                out.print(f"label: {markup(label)}")
             render_summary(summary, wide, root)
         warn_integrity(root)
 
@@ -83,10 +96,12 @@ def warn_integrity(folder: Path) -> None:
 
 
 @results_app.command("validate")
-def validate(artifact: Path = typer.Argument(..., help="Artifact folder (or .tar.gz archive)."),
+def validate(artifact: Path = typer.Argument(..., help=ARTIFACT_HELP),
              as_json: bool = typer.Option(False, "--json", help="Print the verdict and the problems found as JSON.")) -> None:
     """Re-check schemas and sha256 of every file; exit 1 if anything is missing, modified or invalid."""
     from orchestrator.artifacts.archive import validate_path
+
+    artifact = latest_argument(artifact)
 
     if _folder(artifact).is_dir():
         open_artifact(artifact)  # BadInput when the folder is not an artifact at all

@@ -16,6 +16,7 @@ from typing import Any
 import typer
 
 from orchestrator.cli.console import err, out, print_json
+from orchestrator.cli.results_history_cmd import ARTIFACT_HELP, latest_argument
 from orchestrator.cli.results_view import WideOption, print_warnings, rich_table
 from orchestrator.errors import BadInput
 from orchestrator.judge.compare import DIRECTION, Comparison, GroupChange
@@ -102,8 +103,8 @@ def _render_comparison(doc: Comparison, wide: bool) -> None:
     print_warnings(list(doc.warnings))
 
 
-def compare(a: Path = typer.Argument(..., help="Baseline artifact A (folder or .tar.gz)."),
-            b: Path = typer.Argument(..., help="Artifact B compared with A (folder or .tar.gz)."),
+def compare(a: Path = typer.Argument(..., help="Baseline artifact A (folder or .tar.gz; latest~1, SCENARIO/latest ...)."),
+            b: Path = typer.Argument(..., help="Artifact B compared with A (folder or .tar.gz; latest ...)."),
             alpha: float = typer.Option(0.05, "--alpha", min=0.0001, max=0.5, help="Significance level of the Mann-Whitney U test."),
             min_change: str = typer.Option("2%", "--min-change", help="Minimum effect: a smaller change of the median throughput is "
                                            "reported as 'no change', significant or not (2% or 2; 0 turns it off)."),
@@ -118,6 +119,7 @@ def compare(a: Path = typer.Argument(..., help="Baseline artifact A (folder or .
     from orchestrator.judge.runtime_use import between_warnings, mixed_warnings, runtime_uses
 
     threshold = parse_percent(min_change)
+    a, b = latest_argument(a), latest_argument(b)
     with _checked_artifact(a, "A") as root_a, _checked_artifact(b, "B") as root_b:
         summary_a, summary_b = _summary(root_a, a), _summary(root_b, b)
         env = environment_diff(environment(root_a, summary_a), environment(root_b, summary_b))
@@ -151,18 +153,22 @@ def _render_environment(env: EnvironmentDiff, wide: bool) -> None:
     out.print(rich_table(environment_table(env, wide), wide))
 
 
-def report(artifact: Path = typer.Argument(..., help="Artifact folder (or .tar.gz archive)."),
+def report(artifact: Path = typer.Argument(..., help=ARTIFACT_HELP),
            html: bool = typer.Option(False, "--html", help="Also write a self-contained HTML page with plots."),
            out_dir: Path | None = typer.Option(None, "--out", help="Output folder (default: <results>/reports/<scenario>/<artifact-id>-report "
                                                 "for the artifact <results>/<scenario>/<artifact-id>, never among the artifacts)."),
            as_published: Path | None = typer.Option(None, "--as-published", help="A second artifact that ran the claims' own protocol "
                                                     "(e.g. scenarios/opennn_seed_as_published.yaml): the claims table shows claimed, as "
                                                     "published and fair."),
+           history: bool = typer.Option(False, "--history", help="Add to report.html (implies --html) the throughput history of "
+                                        "the scenario's artifacts in the same results folder (as 'bench results history')."),
            as_json: bool = typer.Option(False, "--json", help="Print the written files as JSON.")) -> None:
     """Write a Markdown report (runs, statistics, ratios, claims, setup/warmup, telemetry, environment), runs.csv and
     groups.csv, and with --html report.html. The artifacts themselves are never modified."""
     from orchestrator.reports import build_report, default_report_dir, load_report_data
 
+    artifact = latest_argument(artifact)
+    as_published = latest_argument(as_published) if as_published is not None else None
     with _checked_artifact(artifact, "artifact") as root, contextlib.ExitStack() as stack:
         data = load_report_data(root, str(artifact))
         if as_published is not None:
@@ -171,7 +177,14 @@ def report(artifact: Path = typer.Argument(..., help="Artifact folder (or .tar.g
             if not data.scenario.get("claims"):
                 raise BadInput(f"--as-published {as_published}: artifact {artifact}'s scenario has no claims to compare")
         target = out_dir or default_report_dir(artifact, data.summary.scenario, data.artifact_id)
-        written = build_report(data, target, html=html, artifact_root=artifact if artifact.is_dir() else None)
+        around = None
+        if history:
+            from orchestrator.artifacts.layout import results_root
+            from orchestrator.reports.history import METRICS, load_history
+
+            around = load_history(results_root(artifact, data.summary.scenario), data.summary.scenario, METRICS["throughput"])
+        written = build_report(data, target, html=html or history, artifact_root=artifact if artifact.is_dir() else None,
+                               history=around)
     if as_json:
         print_json({"artifact": str(artifact), "out": str(target.resolve()), "files": {k: str(v) for k, v in written.items()}})
         return
@@ -190,6 +203,7 @@ def archive(artifact: Path = typer.Argument(..., help="Artifact folder."),
     from orchestrator.artifacts.archive import create_archive
     from orchestrator.artifacts.manifest import file_sha256
 
+    artifact = latest_argument(artifact)
     if not artifact.is_dir():
         raise BadInput(f"{artifact}: no such artifact folder")
     written = create_archive(artifact, out_file, force=force)
@@ -200,7 +214,7 @@ def archive(artifact: Path = typer.Argument(..., help="Artifact folder."),
         out.print(f"archive: {markup(str(written))} ({written.stat().st_size:,} bytes, sha256 {digest})")
 
 
-def publish(artifact: Path = typer.Argument(..., help="Artifact folder (or .tar.gz archive)."),
+def publish(artifact: Path = typer.Argument(..., help=ARTIFACT_HELP),
             out_root: Path = typer.Option(..., "--out", help="Folder to hold the copy (<out>/<artifact-id>)."),
             as_json: bool = typer.Option(False, "--json", help="Print the copy's path and size as JSON.")) -> None:
     """Copy a valid artifact without bench's shared initial weights (re-made from the seed), for publishing: its
@@ -208,6 +222,7 @@ def publish(artifact: Path = typer.Argument(..., help="Artifact folder (or .tar.
     from orchestrator.artifacts.archive import artifact_folder
     from orchestrator.artifacts.publish import publish as publish_copy
 
+    artifact = latest_argument(artifact)
     with artifact_folder(artifact) as root:  # an archive is extracted safely first, like every results verb
         target = publish_copy(root, out_root)
     size = sum(p.stat().st_size for p in target.rglob("*") if p.is_file())

@@ -9,6 +9,7 @@ from typing import Any
 
 import typer
 
+from orchestrator.artifacts.label import check_label
 from orchestrator.cli import local_options, slurm_options
 from orchestrator.cli.console import out, print_json
 from orchestrator.cli.reporter import RichReporter
@@ -26,6 +27,8 @@ scenario_app = typer.Typer(help="Validate, inspect and run YAML scenarios.", no_
 
 DESCRIPTION = 72  # characters of a scenario's description in the compact list (--wide: all)
 TABLE_ROWS = 200  # runs drawn in the --dry-run and show table (a table of thousands takes seconds to draw)
+LabelOption = typer.Option(None, "--label", help="A short label for the artifact (e.g. 'torch 2.11 image'), shown by "
+                           "'bench results list' and 'history'; letters, digits, spaces and _.,:;+=@#()/-, at most 80 characters.")
 SetOption = typer.Option(None, "--set", help="Override a scenario field: key=value (e.g. workload.batch.size=64). Repeatable.")
 
 
@@ -54,6 +57,7 @@ def run(
     local: dict[str, Any] | None = None,  # --python (local_options.local_flags)
     visible_devices: str = typer.Option(None, "--visible-devices", help="GPU indices to use, e.g. 2,3 (local: CUDA_VISIBLE_DEVICES; docker: device requests)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Validate and print the run matrix without running."),
+    label: str = LabelOption,
     wide: bool = WideOption,
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout, with the artifact's warnings (progress stays on stderr)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Echo engine output."),
@@ -64,6 +68,7 @@ def run(
 
     if device not in ("auto", "cpu", "cuda"):
         raise BadInput(f"--device: '{device}' is not one of auto, cpu, cuda")
+    label = check_label(label)
     if runtime != "auto":  # checked by --dry-run too
         from orchestrator.runtimes import get_runtime
 
@@ -85,7 +90,8 @@ def run(
         settings["visible_devices"] = visible_devices.replace(" ", "")
     if slurm:
         settings["slurm"] = slurm
-    options = RunOptions(runtime=runtime, device=device, out_root=(out_dir or default_results_dir()).resolve(), settings=settings)
+    options = RunOptions(runtime=runtime, device=device, out_root=(out_dir or default_results_dir()).resolve(), settings=settings,
+                         label=label)
     outcome = run_scenario(scenario, plans, options, RichReporter(verbose=verbose))  # stderr: progress with --json too
     print_outcome(outcome.artifact.root, outcome.summary, as_json, wide)
     raise typer.Exit(outcome.exit_code)

@@ -11,6 +11,7 @@ from typing import Any
 
 import typer
 
+from orchestrator.artifacts.label import check_label
 from orchestrator.cli import local_options, slurm_options
 from orchestrator.cli.console import err, out, print_json, status_text
 from orchestrator.cli.reporter import RichReporter
@@ -29,6 +30,7 @@ def resume_cmd(
     slurm: dict[str, Any] | None = None,  # the --slurm-* options (slurm_options.slurm_flags)
     dry_run: bool = typer.Option(False, "--dry-run", help="Only list the runs that would be run again."),
     force: bool = typer.Option(False, "--force", help="Resume an artifact whose files changed since bench wrote them (recorded in its integrity.json)."),
+    label: str = typer.Option(None, "--label", help="Replace the artifact's label (default: keep it); the same rules as 'scenario run --label'."),
     wide: bool = WideOption,
     as_json: bool = typer.Option(False, "--json", help="Print the summary (or, with --dry-run, the plan) as JSON."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Echo engine output."),
@@ -39,6 +41,7 @@ def resume_cmd(
 
     if device is not None and device not in ("auto", "cpu", "cuda"):
         raise BadInput(f"--device: '{device}' is not one of auto, cpu, cuda")
+    label = check_label(label)
     artifact_dir = artifact_dir.resolve()
     if dry_run:
         _check_integrity(artifact_dir, force, dry_run)
@@ -47,15 +50,19 @@ def resume_cmd(
     if not artifact_dir.is_dir():
         raise BadInput(f"{artifact_dir}: not a bench artifact (no such folder)")
     with artifact_lock(artifact_dir):  # one resume of an artifact at a time
-        _resume(artifact_dir, runtime, device, local or {}, force, as_json, wide, verbose, slurm or {})
+        _resume(artifact_dir, runtime, device, local or {}, force, as_json, wide, verbose, slurm or {}, label)
 
 
 def _resume(artifact_dir: Path, runtime: str | None, device: str | None, local: dict[str, Any], force: bool, as_json: bool,
-            wide: bool, verbose: bool, slurm: dict[str, Any]) -> None:
+            wide: bool, verbose: bool, slurm: dict[str, Any], label: str | None = None) -> None:
+    from orchestrator.artifacts.label import relabel
     from orchestrator.run.resume import plan_resume, resume
 
     forced = bool(_check_integrity(artifact_dir, force, False))
     plan = plan_resume(artifact_dir, runtime, device)
+    if label is not None:  # before any run: the artifact validates with its new label whatever happens next
+        relabel(artifact_dir, label)
+        err.print(f"label: {markup(label)}")
     if plan.nothing_to_do:
         _show(plan, as_json, False)
         return

@@ -16,6 +16,7 @@ report.html) in one look per engine and precision (styles.py).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from orchestrator.artifacts.layout import REPORTS, results_root
 from orchestrator.clock import utc_now
@@ -31,7 +32,8 @@ def default_report_dir(source: Path, scenario: str, artifact_id: str) -> Path:
     return results_root(source, scenario) / REPORTS / scenario / f"{artifact_id}-report"
 
 
-def build_report(data: ReportData, out_dir: Path, html: bool = False, artifact_root: Path | None = None) -> dict[str, Path]:
+def build_report(data: ReportData, out_dir: Path, html: bool = False, artifact_root: Path | None = None,
+                 history: Any = None) -> dict[str, Path]:
     """Write the report files; returns {kind: path}. BadInput when ``out_dir`` lies inside the artifact."""
     from orchestrator.reports import csvout, markdown, plots, raw_tables, tables
 
@@ -66,6 +68,11 @@ def build_report(data: ReportData, out_dir: Path, html: bool = False, artifact_r
     if html:
         from orchestrator.reports.html import render_html
 
+        sections = []
+        if history is not None:  # --history: the scenario's artifacts around this one (reports/history.py)
+            from orchestrator.reports.history import history_sections
+
+            sections.append(("history", "History", history_sections(history, level=3, current=data.artifact_id)))
         written["html"] = out_dir / "report.html"
-        write_text_atomic(written["html"], render_html(data, all_tables, figures, plot_note, utc_now()))
+        write_text_atomic(written["html"], render_html(data, all_tables, figures, plot_note, utc_now(), sections))
     return written

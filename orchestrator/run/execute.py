@@ -15,6 +15,7 @@ import yaml
 from bench_engine.contract import EngineResult
 from orchestrator import signals
 from orchestrator.artifacts import Artifact, create_artifact, write_manifest
+from orchestrator.artifacts.label import write_label
 from orchestrator.artifacts.layout import SCENARIO
 from orchestrator.clock import utc_now
 from orchestrator.data import PreparedSplit, prepare_split
@@ -47,6 +48,7 @@ class RunOptions:
     device: str = "auto"
     out_root: Path = Path("results")
     settings: dict[str, Any] = field(default_factory=dict)  # runtime settings (interpreter, env...)
+    label: str | None = None  # the artifact's label (label.json, orchestrator.artifacts.label)
 
 
 def auto_runtime(engine: EngineInfo, settings: RuntimeSettings) -> tuple[Runtime, str]:
@@ -164,7 +166,7 @@ def run_scenario(scenario: Scenario, plans: list[RunPlan], options: RunOptions, 
     cpu_warning = cpu_run_warning(scenario, plans, split.samples, options.device, options.runtime, gpus)
     if cpu_warning:
         reporter.warn(cpu_warning)
-    artifact = new_artifact(options.out_root, scenario, plans)
+    artifact = new_artifact(options.out_root, scenario, plans, options.label)
     try:
         plans = resolve_max_batch(artifact, scenario, plans, split, runtimes, options.device, reporter)
     except KeyboardInterrupt:
@@ -176,13 +178,15 @@ def run_scenario(scenario: Scenario, plans: list[RunPlan], options: RunOptions, 
     return run_plans(artifact, scenario, plans, split, runtimes, options, reporter, gpus)
 
 
-def new_artifact(out_root: Path, scenario: Scenario, plans: list[RunPlan]) -> Artifact:
+def new_artifact(out_root: Path, scenario: Scenario, plans: list[RunPlan], label: str | None = None) -> Artifact:
     """The artifact folder with its scenario.yaml and first manifest. It appears whole or not at all
     (made under ``<scenario>/.staging/`` and renamed), so even a SIGKILL leaves no folder without a manifest."""
     staged = create_artifact(out_root / scenario.name, STAGING)
     artifact = Artifact(out_root / scenario.name / staged.artifact_id, scenario.name, staged.artifact_id)
     try:
         write_text_atomic(staged.root / SCENARIO, yaml.safe_dump(recorded_document(scenario, plans), sort_keys=False))
+        if label:
+            write_label(staged.root, label)
         flying = [MAXBATCH_DIR] if scenario.workload["batch"].get("max_search") else None
         write_manifest(Artifact(staged.root, scenario.name, staged.artifact_id), complete=False, in_flight_folders=flying)
         staged.root.rename(artifact.root)

@@ -108,7 +108,7 @@ def test_command_tree_is_registered_explicitly():
     root = typer.main.get_command(app)
     tree = {name: list(group.commands) for name, group in root.commands.items()}
     assert tree == {"data": ["prepare", "list"], "env": ["create"], "image": ["build", "bump", "list", "inspect"],
-                    "results": ["show", "validate", "compare", "report", "archive", "publish"],
+                    "results": ["show", "validate", "compare", "report", "archive", "publish", "list", "history"],
                     "scenario": ["run", "validate", "show", "list", "resume"]}
 
 
