@@ -78,18 +78,22 @@ def _parse(path: Path, text: str) -> tuple[dict[str, Any], dict[tuple[str, ...],
     return document, lines
 
 
-def _schema_check(path: Path, document: dict[str, Any], lines: dict[tuple[str, ...], int]) -> None:
+def _check_document(path: Path, document: dict[str, Any], lines: dict[tuple[str, ...], int] | None) -> None:
+    """Bounded numbers, no parity field per engine, then the schema. ``lines``: None after the overrides (no line to name)."""
+    check_numbers(document, str(path) if lines is not None else f"{path}: after overrides")
+    _check_engine_blocks(path, document.get("engines"), lines or {})
     try:
         validate(document, "scenario")
     except SchemaError as exc:
+        if lines is None:
+            raise BadInput(f"{path}: after overrides: {exc.where}: {exc.detail}") from None
         line = line_of(lines, exc.where) if exc.where else None
         where = f"{path}:{line}" if line else str(path)
         raise BadInput(f"{where}: {exc.where or 'scenario'}: {exc.detail}") from None
 
 
-def _check_engine_blocks(path: Path, document: dict[str, Any], lines: dict[tuple[str, ...], int]) -> None:
-    """Parity fields may not be set per engine; options must fit the engine's option schema."""
-    blocks = document.get("engines") or {}
+def _check_engine_blocks(path: Path, blocks: object, lines: dict[tuple[str, ...], int]) -> None:
+    """Parity fields may not be set per engine (``blocks``: the document's ``engines``, before its schema check)."""
     if not isinstance(blocks, dict):
         return
     known = discover()
@@ -172,18 +176,11 @@ def load_scenario(name_or_path: str, sets: list[str] | None = None, smoke: bool 
     """Load, check and apply overrides (smoke block first, then --set); raise BadInput on any problem."""
     path = resolve_scenario_path(name_or_path)
     document, lines = _parse(path, _read(path))
-    check_numbers(document, str(path))
-    _check_engine_blocks(path, document, lines)
-    _schema_check(path, document, lines)
+    _check_document(path, document, lines)
     applied = [*((document.get("smoke") or ov.DEFAULT_SMOKE).items() if smoke else ()), *map(ov.parse_assignment, sets or [])]
     if applied:
         document = ov.apply(document, applied, "--set")
-        check_numbers(document, f"{path}: after overrides")
-        _check_engine_blocks(path, document, {})
-        try:
-            validate(document, "scenario")
-        except SchemaError as exc:
-            raise BadInput(f"{path}: after overrides: {exc.where}: {exc.detail}") from None
+        _check_document(path, document, None)
     scenario = Scenario.from_document(copy.deepcopy(document), path, smoke, tuple(applied))
     check_matrix_size(scenario.matrix, str(path))  # before any check that loops over the matrix
     _semantic_checks(scenario)

@@ -18,9 +18,11 @@ ADAM_BETAS = (0.9, 0.999)  # torch.optim.Adam / optax.adam / keras Adam defaults
 ADAM_EPS = 1e-8  # torch and optax (keras defaults to 1e-7: the engines set it from the spec)
 
 
-def _given(**values: Any) -> dict[str, Any]:
-    """The keyword arguments that are not None (a document leaves an unset optional field out)."""
-    return {key: value for key, value in values.items() if value is not None}
+def _without_none(node: Any) -> Any:
+    """``node`` with every None-valued key of its mappings left out (a document leaves an unset optional field out)."""
+    if isinstance(node, dict):
+        return {key: _without_none(value) for key, value in node.items() if value is not None}
+    return node
 
 
 @dataclass(frozen=True)
@@ -39,9 +41,6 @@ class DatasetChoice:
     source: str
     split: str
     samples: int | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "source": self.source, "split": self.split, **_given(samples=self.samples)}
 
 
 @dataclass(frozen=True)
@@ -71,10 +70,6 @@ class BatchSpec:
     def from_json(cls, doc: Mapping[str, Any]) -> BatchSpec:
         search = doc.get("max_search")  # an empty block asks for no search
         return cls(doc["size"], doc.get("drop_last", True), MaxSearch.from_json(search) if search else None)
-
-    def to_json(self) -> dict[str, Any]:
-        search = asdict(self.max_search) if self.max_search is not None else None
-        return {"size": self.size, "drop_last": self.drop_last, **_given(max_search=search)}
 
 
 @dataclass(frozen=True)
@@ -142,13 +137,8 @@ class Workload:
         )
 
     def to_json(self) -> dict[str, Any]:
-        """The ``workload`` block, defaults filled in (what ``scenario show --json`` prints)."""
-        return {
-            "mode": self.mode, "model": asdict(self.model), "input": asdict(self.input), "dataset": self.dataset.to_json(),
-            "batch": self.batch.to_json(), **_given(epochs=self.epochs, steps=self.steps), "optimizer": self.optimizer.to_json(),
-            "loss": self.loss, "seed": self.seed, "warmup_steps": self.warmup_steps, "data_placement": self.data_placement,
-            "init": self.init,
-        }
+        """The ``workload`` block, defaults filled in, unset optional fields left out (what ``scenario show --json`` prints)."""
+        return _without_none({**asdict(self), "optimizer": self.optimizer.to_json()})
 
     def length(self, samples: int, global_batch: int) -> tuple[int, int]:
         """(epochs, steps per epoch) over ``samples`` at ``global_batch`` (steps: one epoch of that many)."""
