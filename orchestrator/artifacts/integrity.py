@@ -41,13 +41,12 @@ def read_integrity(root: Path) -> dict[str, Any] | None:
     return document
 
 
-def record_override(root: Path, action: str, problems: list[ArtifactProblem]) -> dict[str, Any]:
+def record_override(root: Path, action: str, problems: list[ArtifactProblem]) -> None:
     """Append one override (what was forced, when, over which problems) to ``integrity.json``."""
     document = read_integrity(root) or {"schema_version": 1, "overrides": []}
     document["overrides"].append({"at": utc_now(), "action": action, "problems": [str(p) for p in problems[:MAX_RECORDED]],
                                   "problem_count": len(problems)})
     write_json(root / INTEGRITY, document, "integrity")
-    return document
 
 
 def check_before_resume(root: Path, force: bool, dry_run: bool = False) -> list[ArtifactProblem]:

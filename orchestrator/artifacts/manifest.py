@@ -68,7 +68,7 @@ def write_manifest(artifact: Artifact, complete: bool, in_flight_folders: list[s
         "created_at": utc_now(),
         "bench_version": orchestrator.__version__,
         "complete": complete,
-        "files": files,
+        "files": [entry.to_json() for entry in files],
     }
     if flying:
         manifest["in_flight"] = flying

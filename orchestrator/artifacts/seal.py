@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import NamedTuple
 
 from orchestrator.artifacts.layout import MANIFEST, RUNS
 from orchestrator.artifacts.walk import read_bytes_no_follow
@@ -89,11 +89,22 @@ def _flag(st: SealState, folder: str | None, why: str) -> None:
         st.tampered.setdefault(folder, why)
 
 
-def seal_listing(root: Path, current: list[tuple[str, int, str]], flying: list[str]) -> list[dict[str, Any]]:
+class FileEntry(NamedTuple):
+    """One file of the manifest's ``files``: its path in the artifact, its sealed sha256 and size."""
+
+    path: str
+    sha256: str
+    bytes: int
+
+    def to_json(self) -> dict[str, str | int]:
+        return {"path": self.path, "sha256": self.sha256, "bytes": self.bytes}
+
+
+def seal_listing(root: Path, current: list[tuple[str, int, str]], flying: list[str]) -> list[FileEntry]:
     """The manifest's ``files`` from ``current`` (rel, bytes, sha256 of every regular file, in-flight
     ones excluded), checked against the seals; seals what is new and adoptable."""
     st = state(root)
-    files: list[dict[str, Any]] = []
+    files: list[FileEntry] = []
     present = set()
     for rel, size, digest in current:
         present.add(rel)
@@ -102,20 +113,20 @@ def seal_listing(root: Path, current: list[tuple[str, int, str]], flying: list[s
             _flag(st, run_folder(rel), f"{rel.split('/', 2)[-1]} changed after the run was sealed")
             for folder in st.open:  # the engine in flight was the only writer
                 _flag(st, run_folder(folder + "/x"), f"{rel} changed while its engine ran")
-            files.append({"path": rel, "sha256": seal[1], "bytes": seal[0]})  # never re-hashed: validate reports it
+            files.append(FileEntry(rel, seal[1], seal[0]))  # never re-hashed: validate reports it
             continue
         if seal is None and st.seeded and not _inside(rel, st.open) and not wrote(root / rel, digest):
             for folder in st.open:  # the engine in flight was the only writer
                 _flag(st, run_folder(folder + "/x"), f"its engine wrote outside its run folder ({rel})")
             continue  # never adopted: stays unlisted
         st.sealed[rel] = (size, digest)
-        files.append({"path": rel, "sha256": digest, "bytes": size})
+        files.append(FileEntry(rel, digest, size))
     for rel, seal in list(st.sealed.items()):
         if rel not in present and not _inside(rel, flying):
             _flag(st, run_folder(rel), f"{rel.split('/', 2)[-1]} removed after the run was sealed")
-            files.append({"path": rel, "sha256": seal[1], "bytes": seal[0]})  # validate reports it missing
+            files.append(FileEntry(rel, seal[1], seal[0]))  # validate reports it missing
     st.open, st.seeded = list(flying), True
-    return sorted(files, key=lambda f: f["path"])
+    return sorted(files, key=lambda f: f.path)
 
 
 def tampered_run(root: Path, run_id: str) -> str | None:

@@ -174,7 +174,7 @@ def report(artifact: Path = typer.Argument(..., help=ARTIFACT_HELP),
         if as_published is not None:
             other = stack.enter_context(_checked_artifact(as_published, "--as-published"))
             data.as_published = load_report_data(other, str(as_published))
-            if not data.scenario.get("claims"):
+            if data.claims is None:
                 raise BadInput(f"--as-published {as_published}: artifact {artifact}'s scenario has no claims to compare")
         target = out_dir or default_report_dir(artifact, data.summary.scenario, data.artifact_id)
         around = None

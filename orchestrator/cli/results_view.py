@@ -71,26 +71,11 @@ def print_warnings(warnings: list[str]) -> None:
         err.print(f"[yellow]warning[/] {markup(warning)}")
 
 
-def artifact_claims(root: Path) -> dict[str, Any] | None:
-    """The ``claims`` block of the artifact's scenario.yaml (None without one, or when it cannot be read)."""
-    import yaml
-
-    from orchestrator.artifacts.layout import SCENARIO
-    from orchestrator.artifacts.validate import MAX_DOCUMENT_BYTES
-    from orchestrator.artifacts.walk import read_bytes_no_follow
-
-    try:
-        document = yaml.safe_load(read_bytes_no_follow(root, SCENARIO, MAX_DOCUMENT_BYTES))
-    except (OSError, yaml.YAMLError):
-        return None
-    claims = document.get("claims") if isinstance(document, dict) else None
-    return claims if isinstance(claims, dict) else None
-
-
 def render_summary(summary: Summary, wide: bool = False, root: Path | None = None) -> list[str]:
     """Print the tables of a summary (the claims of the artifact's scenario with them when ``root`` is given), then
     the warnings of the artifact's runs (runtimes or images that differ); returns those warnings."""
     from orchestrator.judge.runtime_use import artifact_warnings
+    from orchestrator.reports.data import artifact_claims
     from orchestrator.reports.summary_tables import summary_tables
 
     print_tables(summary_tables(summary, wide, artifact_claims(root) if root else None), wide)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from textwrap import shorten
 from typing import Any
@@ -21,6 +22,7 @@ from orchestrator.reports.model import Table
 from orchestrator.reports.views import Field, batch_label, devices_label, view
 from orchestrator.scenario import RunPlan, expand, load_scenario
 from orchestrator.scenario.load import Scenario
+from orchestrator.scenario.workload import Workload
 from orchestrator.terminal import markup
 
 scenario_app = typer.Typer(help="Validate, inspect and run YAML scenarios.", no_args_is_help=True)
@@ -79,7 +81,7 @@ def run(
 
     slurm = slurm or {}
     # the runtime settings as the run would check them (the environment's BENCH_SLURM_* with --runtime slurm)
-    check_runtime_blocks(scenario.source, scenario.document, slurm, os.environ if runtime == "slurm" else None)
+    check_runtime_blocks(scenario, slurm, os.environ if runtime == "slurm" else None)
     if dry_run:
         _show_plans(scenario, plans, as_json, wide)
         return
@@ -126,9 +128,9 @@ def show(
     _show_plans(scenario, expand(scenario, _csv(engines), _csv(precisions), repeats, devices), as_json, wide)
 
 
-def _length(workload: dict[str, Any]) -> str:
+def _length(workload: Workload) -> str:
     """'1 epoch', '90 epochs' or '500 steps'."""
-    return plural(workload["epochs"], "epoch") if "epochs" in workload else plural(workload["steps"], "step")
+    return plural(workload.epochs, "epoch") if workload.epochs is not None else plural(workload.steps or 0, "step")
 
 
 def plans_table(plans: list[RunPlan], title: str, wide: bool) -> Table:
@@ -143,18 +145,16 @@ def plans_table(plans: list[RunPlan], title: str, wide: bool) -> Table:
 
 def _show_plans(scenario: Scenario, plans, as_json: bool, wide: bool = False) -> None:
     if as_json:
-        print_json({"scenario": scenario.name, "smoke": scenario.smoke, "workload": scenario.workload,
+        print_json({"scenario": scenario.name, "smoke": scenario.smoke, "workload": scenario.workload.to_json(),
                     "runs": [{"run_id": p.run_id, "engine": p.engine, "precision": p.precision, "path": p.path,
                               "batch_per_device": p.batch, "devices": p.devices, "repeat": p.repeat,
                               "skip_reason": p.skip_reason} for p in plans]})
         return
-    w = scenario.workload
-    length = _length(w)
-    out.print(f"[bold]{markup(scenario.name)}[/]{' (smoke)' if scenario.smoke else ''}: {w['mode']} {w['model']['arch']} "
-              f"{w['input']['height']}x{w['input']['width']}x{w['input']['channels']}, {w['model']['num_classes']} classes, "
-              f"{markup(w['dataset']['name'])}/{markup(w['dataset']['split'])} ({w['dataset'].get('samples', 'all')} samples, "
-              f"{markup(w['dataset']['source'])}), "
-              f"{length}, warmup {plural(w['warmup_steps'], 'step')}")
+    w, data = scenario.workload, scenario.workload.dataset
+    out.print(f"[bold]{markup(scenario.name)}[/]{' (smoke)' if scenario.smoke else ''}: {w.mode} {w.model.arch} "
+              f"{w.input.height}x{w.input.width}x{w.input.channels}, {w.model.num_classes} classes, "
+              f"{markup(data.name)}/{markup(data.split)} ({data.samples if data.samples is not None else 'all'} samples, "
+              f"{markup(data.source)}), {_length(w)}, warmup {plural(w.warmup_steps, 'step')}")
     shown = plans if len(plans) <= TABLE_ROWS else plans[:TABLE_ROWS]
     more = f", the first {TABLE_ROWS} shown (--json lists all)" if len(shown) < len(plans) else ""
     out.print(rich_table(plans_table(shown, f"{plural(len(plans), 'run')}{more}", wide), wide))
@@ -167,21 +167,35 @@ def list_cmd(wide: bool = WideOption, as_json: bool = typer.Option(False, "--jso
     for path in sorted(scenarios_dir().glob("*.yaml")):
         try:
             scenario = load_scenario(str(path))
-            rows.append({"name": scenario.name, "file": str(path), "description": scenario.document.get("description", ""),
-                         "engines": scenario.matrix["engines"], "precisions": scenario.matrix["precisions"]})
+            rows.append(ScenarioEntry(scenario.name, str(path), scenario.description, scenario.matrix.engines, scenario.matrix.precisions))
         except BadInput as exc:
-            rows.append({"name": path.stem, "file": str(path), "description": f"INVALID: {exc}", "engines": [], "precisions": []})
+            rows.append(ScenarioEntry(path.stem, str(path), f"INVALID: {exc}"))
     if as_json:
-        print_json(rows)
+        print_json([row.to_json() for row in rows])
         return
     out.print(rich_table(scenarios_table(rows, wide), wide))
 
 
-def scenarios_table(rows: list[dict[str, Any]], wide: bool) -> Table:
+@dataclass(frozen=True)
+class ScenarioEntry:
+    """One bundled scenario of ``scenario list`` (an invalid one: its problem as the description, no axes)."""
+
+    name: str
+    file: str
+    description: str
+    engines: tuple[str, ...] = ()
+    precisions: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, str | list[str]]:
+        return {"name": self.name, "file": self.file, "description": self.description, "engines": list(self.engines),
+                "precisions": list(self.precisions)}
+
+
+def scenarios_table(rows: list[ScenarioEntry], wide: bool) -> Table:
     """The bundled scenarios: name, engines, precisions, description (compact: cut to the width left)."""
-    fields = [Field("name", lambda r: r["name"]), Field("engines", lambda r: ", ".join(r["engines"]), wide_only=True),
-              Field("precisions", lambda r: ", ".join(r["precisions"]), wide_only=True),
-              Field("engines x precisions", lambda r: f"{', '.join(r['engines'])} x {', '.join(r['precisions'])}", wrap=True,
+    fields = [Field("name", lambda r: r.name), Field("engines", lambda r: ", ".join(r.engines), wide_only=True),
+              Field("precisions", lambda r: ", ".join(r.precisions), wide_only=True),
+              Field("engines x precisions", lambda r: f"{', '.join(r.engines)} x {', '.join(r.precisions)}", wrap=True,
                     compact_only=True),
-              Field("description", lambda r: str(r["description"]), compact_fmt=lambda d: shorten(d, DESCRIPTION, placeholder=" …"), wrap=True)]
+              Field("description", lambda r: r.description, compact_fmt=lambda d: shorten(d, DESCRIPTION, placeholder=" …"), wrap=True)]
     return view("scenarios", "", fields, rows, wide)

@@ -24,6 +24,7 @@ from orchestrator.judge.summary_model import (
 from orchestrator.judge.trajectory import TrajectoryRun, Verdict, numerical_parity
 from orchestrator.judge.trust import GroupFacts, RunFacts, TrustWarning, group_warnings, run_warnings
 from orchestrator.judge.utilisation import utilisation
+from orchestrator.scenario.blocks import TimeToTrain
 
 __all__ = ["GROUP_KEYS", "scaling", "summarize", "work_shortfall"]
 
@@ -103,15 +104,15 @@ def _median(values: Sequence[float | None]) -> float | None:
     return present[mid] if len(present) % 2 else (present[mid - 1] + present[mid]) / 2
 
 
-def _time_to_train(estimate: Mapping[str, Any] | None, median: float | None) -> float | None:
+def _time_to_train(estimate: TimeToTrain | None, median: float | None) -> float | None:
     """Hours to process ``estimate.epochs`` x ``estimate.samples`` at the median throughput (NVIDIA's table)."""
-    if not estimate or not median:
+    if estimate is None or not median:
         return None
-    return estimate["epochs"] * estimate["samples"] / median / 3600.0
+    return estimate.epochs * estimate.samples / median / 3600.0
 
 
 def summarize(scenario: str, artifact_id: str, smoke: bool, runs: Sequence[Run], host: Mapping[str, Any] | None = None,
-              cross_parity: Sequence[CrossFinding] = (), estimate: Mapping[str, Any] | None = None,
+              cross_parity: Sequence[CrossFinding] = (), estimate: TimeToTrain | None = None,
               reference: str | None = None) -> Summary:
     """``runs``: (run record, engine result or None) in execution order; ``estimate``: the scenario's
     ``measurement.time_to_train`` ({epochs, samples}) for the derived time-to-train figure; ``reference``:

@@ -108,13 +108,9 @@ def deviation(a: Sequence[float], b: Sequence[float], bound: Callable[[int], flo
     return Deviation(compared, worst, at, tol, fail)
 
 
-def compare_losses(a: list[float], b: list[float], precision: str) -> dict[str, Any]:
-    """The per-step comparison of the first losses: largest deviation (``at_step`` 1-based) and ``ok``."""
-    found = deviation(a, b, lambda index: tolerance(precision, index + 1))
-    fail = None if found.first_fail is None else {"step": found.first_fail[0] + 1, "rel_dev": found.first_fail[1],
-                                                  "tolerance": found.first_fail[2]}
-    return {"max_rel_dev": found.max_rel_dev, "at_step": None if found.at is None else found.at + 1, "tolerance": found.tolerance,
-            "ok": found.ok, "steps": found.compared, "first_fail": fail}
+def compare_losses(a: Sequence[float], b: Sequence[float], precision: str) -> Deviation:
+    """The per-step comparison of the first losses (``at``: the 0-based index, step ``at + 1``)."""
+    return deviation(a, b, lambda index: tolerance(precision, index + 1))
 
 
 def compare_block_means(a: Sequence[float], b: Sequence[float], precision: str) -> Deviation:

@@ -85,27 +85,27 @@ def _gpu_names(data: ReportData) -> str:
 
 def claims_table(data: ReportData, as_published: ReportData | None = None) -> Table | None:
     """The scenario's claims next to the as-published and the fair measurement, or None without claims."""
-    block = data.scenario.get("claims")
-    if not block:
+    block = data.claims
+    if block is None:
         return None
     ratio_span = span(",.2f", "x")
-    cols = [*columns("engine / vs", "precision", "path"), Column(f"claimed ({block['hardware']})", TIMES),
+    cols = [*columns("engine / vs", "precision", "path"), Column(f"claimed ({block.hardware})", TIMES),
             Column(f"as published ({_gpu_names(as_published) if as_published else 'not run'})", TIMES),
             Column("as published: interval", ratio_span), Column("as published: validity", text),
             Column(f"fair ({_gpu_names(data)})", TIMES), Column("fair: interval", ratio_span), Column("fair: validity", text),
             Column("fair / claimed", number(".2f")), Column("as stated")]
     cells = []
-    for claim in block["ratios"]:
-        path = claim.get("path", "optimized")
-        key = (claim["engine"], claim["vs"], claim["precision"], path)
+    for claim in block.ratios:
+        path = claim.path
+        key = (claim.engine, claim.vs, claim.precision, path)
         published = measured_ratio(as_published.summary, *key) if as_published else None
         fair = measured_ratio(data.summary, *key)
-        cells.append([f"{claim['engine']} / {claim['vs']}", claim["precision"], path, claim["claimed"],
+        cells.append([f"{claim.engine} / {claim.vs}", claim.precision, path, claim.claimed,
                       published.ratio if published else None, published.interval if published else None,
                       published.label if published else DASH,
                       fair.ratio if fair else None, fair.interval if fair else None, fair.label if fair else DASH,
-                      fair.ratio / claim["claimed"] if fair and fair.valid else None, claim.get("as_stated")])
-    notes = [f"claimed: {block['source']}.",
+                      fair.ratio / claim.claimed if fair and fair.valid else None, claim.as_stated])
+    notes = [f"claimed: {block.source}.",
              "as published: the publication's own protocol on this GPU (each engine configured as the publication configured it), "
              + (f"artifact {as_published.artifact_id} ({as_published.summary.scenario})." if as_published
                 else "not given: run its scenario (e.g. scenarios/opennn_seed_as_published.yaml) and pass --as-published."),
@@ -113,8 +113,8 @@ def claims_table(data: ReportData, as_published: ReportData | None = None) -> Ta
              "ratio: median throughput of the engine over the median of the other; interval: bootstrap 95% CI with 5+ valid repeats "
              "a side, else the range of the repeats; apparent: a side whose runs are all invalid, from the throughput its engine "
              "counted, with the work parity found missing (never a measurement); - where either side has no run with a throughput."]
-    if block.get("note"):
-        notes.append(block["note"])
+    if block.note:
+        notes.append(block.note)
     if data.summary.smoke or (as_published and as_published.summary.smoke):
         notes.append("Smoke run: the measured ratios are not representative.")
     return Table("claims", "Claimed vs measured ratios", cols, cells, notes)

@@ -18,6 +18,7 @@ from orchestrator.errors import BadInput
 from orchestrator.host.telemetry import CSV_NAME, parse_csv
 from orchestrator.judge.record import RunRecord
 from orchestrator.judge.summary_model import Summary
+from orchestrator.scenario.blocks import Claims
 from orchestrator.schemas import SchemaError, validate
 
 
@@ -44,7 +45,7 @@ class ReportData:
     manifest: Mapping[str, Any]  # the manifest document (artifacts/manifest.py)
     runs: list[RunData]
     problems: list[ArtifactProblem] = field(default_factory=list)
-    scenario: Mapping[str, Any] = field(default_factory=dict)  # the artifact's resolved scenario.yaml
+    claims: Claims | None = None  # the claims of the artifact's resolved scenario.yaml
     as_published: ReportData | None = None  # a second artifact: the claims' own protocol on this GPU (report --as-published)
 
     @property
@@ -102,17 +103,17 @@ def load_report_data(root: Path, source: str | None = None) -> ReportData:
         csv_rel = f"{RUNS}/{name}/{CSV_NAME}"
         telemetry = _telemetry(root, csv_rel, label) if csv_rel in entries else None
         runs.append(RunData(name, RunRecord.from_json(record), EngineResult.from_json(result) if result else None, telemetry))
-    return ReportData(label, typed, manifest, runs, validate_artifact(root), _scenario(root, entries))
+    return ReportData(label, typed, manifest, runs, validate_artifact(root), artifact_claims(root) if SCENARIO in entries else None)
 
 
-def _scenario(root: Path, entries: dict) -> dict[str, Any]:  # the file boundary: the YAML document
-    """The resolved scenario document, or {} when it cannot be read (the report still renders)."""
+def artifact_claims(root: Path) -> Claims | None:
+    """The ``claims`` of the artifact's resolved scenario.yaml; None without any, or when they cannot be read (the report
+    still renders)."""
     import yaml
 
-    if SCENARIO not in entries:
-        return {}
     try:
-        document = yaml.safe_load(read_bytes_no_follow(root, SCENARIO, MAX_DOCUMENT_BYTES))
-    except (OSError, yaml.YAMLError):
-        return {}
-    return document if isinstance(document, dict) else {}
+        document = yaml.safe_load(read_bytes_no_follow(root, SCENARIO, MAX_DOCUMENT_BYTES))  # the file boundary
+        block = document.get("claims") if isinstance(document, dict) else None
+        return Claims.from_json(block) if isinstance(block, dict) else None
+    except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError, AttributeError):
+        return None

@@ -8,9 +8,6 @@ cells they share where they show the same thing (ratios, strong scaling, numeric
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from orchestrator.judge.summary_model import GroupRow, Summary
 from orchestrator.reports.claims import MeasuredRatio, measured_ratio
 from orchestrator.reports.formats import (
@@ -35,6 +32,7 @@ from orchestrator.reports.formats import (
 from orchestrator.reports.model import Table
 from orchestrator.reports.tables import parity_cells, ratio_cells, scaling_cells
 from orchestrator.reports.views import Field, batch_label, devices_label, footnotes, group_label, interval_heading, view
+from orchestrator.scenario.blocks import ClaimedRatio, Claims
 
 TFLOPS = significant(3)
 PEAK = significant(2, "%", 100)
@@ -152,29 +150,28 @@ def scaling(summary: Summary, wide: bool = False) -> Table | None:
     return view("scaling", title, fields, cells, wide, notes)
 
 
-def claims(summary: Summary, block: Mapping[str, Any] | None, wide: bool = False) -> Table | None:
+def claims(summary: Summary, block: Claims | None, wide: bool = False) -> Table | None:
     """The scenario's claims (its YAML ``claims`` block) against this artifact's ratios (the report adds the as-published
     artifact), or None."""
-    if not block or not block.get("ratios"):
+    if block is None or not block.ratios:
         return None
-    rows: list[tuple[Mapping[str, Any], MeasuredRatio | None]] = [
-        (claim, measured_ratio(summary, claim["engine"], claim["vs"], claim["precision"], claim.get("path", "optimized")))
-        for claim in block["ratios"]]
+    rows: list[tuple[ClaimedRatio, MeasuredRatio | None]] = [
+        (claim, measured_ratio(summary, claim.engine, claim.vs, claim.precision, claim.path)) for claim in block.ratios]
     header, compact_span = interval_heading([m.interval for _, m in rows if m], number(".2f"))
-    fields = [Field("engine / vs", lambda r: f"{r[0]['engine']} / {r[0]['vs']}"), Field("precision", lambda r: r[0]["precision"], short="prec"),
-              Field("path", lambda r: r[0].get("path", "optimized"), fold=str), Field("claimed", lambda r: r[0]["claimed"], TIMES),
+    fields = [Field("engine / vs", lambda r: f"{r[0].engine} / {r[0].vs}"), Field("precision", lambda r: r[0].precision, short="prec"),
+              Field("path", lambda r: r[0].path, fold=str), Field("claimed", lambda r: r[0].claimed, TIMES),
               Field("measured", lambda r: r[1].ratio if r[1] else None, TIMES),
               Field("interval", lambda r: r[1].interval if r[1] else None, span(",.2f", "x"), compact_span, short=header),
-              Field("measured / claimed", lambda r: r[1].ratio / r[0]["claimed"] if r[1] and r[1].valid else None, number(".2f"),
+              Field("measured / claimed", lambda r: r[1].ratio / r[0].claimed if r[1] and r[1].valid else None, number(".2f"),
                     number(".0%"), short="of claim"),
               Field("validity", lambda r: r[1].label if r[1] else None, clip=True),
-              Field("as stated", lambda r: r[0].get("as_stated"), blank, wide_only=True)]
-    notes = [f"claimed on {block.get('hardware') or 'other hardware'}; measured: this artifact"
-             + (f". Source: {block['source']}" if wide and block.get("source") else "")]
+              Field("as stated", lambda r: r[0].as_stated, blank, wide_only=True)]
+    notes = [f"claimed on {block.hardware or 'other hardware'}; measured: this artifact"
+             + (f". Source: {block.source}" if wide and block.source else "")]
     return view("claims", "claimed vs measured ratios", fields, rows, wide, notes)
 
 
-def summary_tables(summary: Summary, wide: bool = False, claims_block: Mapping[str, Any] | None = None) -> list[Table]:
+def summary_tables(summary: Summary, wide: bool = False, claims_block: Claims | None = None) -> list[Table]:
     """Runs, then whichever of statistics, ratios, claims, numerical parity and strong scaling the summary has."""
     found = [groups(summary, wide), ratios(summary, wide), claims(summary, claims_block, wide), numerical_parity(summary, wide),
              scaling(summary, wide)]

@@ -85,9 +85,8 @@ def choose_runtimes(
 def merge_runtime_block(scenario: Scenario, settings: dict[str, Any]) -> dict[str, Any]:
     """Settings with the scenario's ``runtime.<name>`` blocks under them (command-line values win)."""
     merged = dict(settings)
-    for name, block in (scenario.document.get("runtime") or {}).items():
-        if isinstance(block, dict):
-            merged[name] = {**block, **(settings.get(name) or {})}
+    for name, block in scenario.runtime.items():
+        merged[name] = {**block, **(settings.get(name) or {})}
     return merged
 
 
@@ -105,8 +104,8 @@ def prepare_runtimes(scenario: Scenario, engines: list[str], options: RunOptions
                      reporter: Reporter) -> tuple[dict[str, Any], dict[str, ChosenRuntime]]:
     """(NVML snapshot, engine -> (runtime, settings)): the device and every engine's runtime checked before any run."""
     base = merge_runtime_block(scenario, options.settings)
-    blocks = {name: {**base, "device": options.device, **(scenario.engine_block(name) or {})} for name in engines}
-    settings_for = {name: RuntimeSettings.from_blocks({k: v for k, v in block.items() if k != "options"}) for name, block in blocks.items()}
+    settings_for = {name: RuntimeSettings.from_blocks({**base, "device": options.device, **scenario.engine_block(name).runtime_settings()})
+                    for name in engines}
     gpus = check_device(options.device)
     return gpus, choose_runtimes(engines, options.runtime, settings_for, reporter)
 
@@ -118,10 +117,9 @@ def note_dataset(split: PreparedSplit, reporter: Reporter) -> None:
 
 def prepare_dataset(scenario: Scenario) -> PreparedSplit:
     workload = scenario.workload
-    dataset = workload["dataset"]
-    geometry = (workload["input"]["height"], workload["input"]["width"], workload["input"]["channels"])
-    return prepare_split(dataset["name"], dataset["source"], dataset["split"], dataset.get("samples"),
-                         geometry, workload["model"]["num_classes"], workload["seed"])
+    dataset = workload.dataset
+    return prepare_split(dataset.name, dataset.source, dataset.split, dataset.samples, workload.input.hwc,
+                         workload.model.num_classes, workload.seed)
 
 
 def _run_one(artifact: Artifact, scenario: Scenario, plan: RunPlan, split: PreparedSplit, engine: EngineInfo,
@@ -140,7 +138,7 @@ def _run_one(artifact: Artifact, scenario: Scenario, plan: RunPlan, split: Prepa
         write_record(artifact, record)
         return record, None
     host = run_host()  # the load average before the shared weights and the engine load the CPUs
-    init = shared_init(artifact.root, scenario.workload, run_dir)  # parity: every engine starts from these weights
+    init = shared_init(artifact.root, scenario.workload.to_json(), run_dir)  # parity: every engine starts from these weights
     done = run_attempt(run_dir, split, chosen.runtime, engine, chosen.settings,
                        lambda dataset_path: build_spec(scenario, plan, split, dataset_path, device, init),
                        reporter.engine_line, [factory() for factory in MONITORS])
@@ -187,7 +185,7 @@ def new_artifact(out_root: Path, scenario: Scenario, plans: list[RunPlan], label
         write_text_atomic(staged.root / SCENARIO, yaml.safe_dump(recorded_document(scenario, plans), sort_keys=False))
         if label:
             write_label(staged.root, label)
-        flying = [MAXBATCH_DIR] if scenario.workload["batch"].get("max_search") else None
+        flying = [MAXBATCH_DIR] if scenario.workload.batch.max_search else None
         write_manifest(Artifact(staged.root, scenario.name, staged.artifact_id), complete=False, in_flight_folders=flying)
         staged.root.rename(artifact.root)
     except OSError as exc:  # nothing measured yet: no artifact rather than half of one

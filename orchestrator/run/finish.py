@@ -96,7 +96,7 @@ def finish(artifact: Artifact, scenario: Scenario, records: list[RunRecord], res
         write_record(artifact, by_id[run_id])
         reporter.note(f"{run_id}: {by_id[run_id].reason}")
     summary = summarize(scenario.name, artifact.artifact_id, scenario.smoke, [(r, results.get(r.run_id)) for r in records],
-                        host_facts(gpus), findings, scenario.measurement.get("time_to_train"), reference_engine(scenario))
+                        host_facts(gpus), findings, scenario.measurement.time_to_train, reference_engine(scenario))
     searches = sorted((artifact.root / MAXBATCH_DIR).glob(f"*/{SEARCH_FILE}"))
     if searches:
         summary = dataclasses.replace(summary, max_batch=tuple(read_json(path, "maxbatch") for path in searches))

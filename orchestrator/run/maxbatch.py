@@ -11,7 +11,6 @@ paper measures at 90% of it). Every probe's spec, result and log and the search 
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -26,6 +25,7 @@ from orchestrator.run.attempt import run_attempt
 from orchestrator.run.runtime_choice import ChosenRuntime
 from orchestrator.scenario import RunPlan, Scenario
 from orchestrator.scenario.matrix import build_spec
+from orchestrator.scenario.workload import MaxSearch
 
 SEARCH_FILE = "search.json"
 MAXBATCH_DIR = "maxbatch"
@@ -92,23 +92,17 @@ def chosen_batch(max_batch: int, fraction: float, granularity: int) -> int:
 
 
 def _probe_scenario(scenario: Scenario, steps: int) -> Scenario:
-    document = copy.deepcopy(scenario.document)
-    workload = document["workload"]
-    workload.pop("epochs", None)
-    workload["steps"] = steps
-    workload["warmup_steps"] = min(1, steps - 1)
-    document.setdefault("measurement", {})["window_steps"] = 1
-    return dataclasses.replace(scenario, document=document)
+    """The scenario of a probe: ``steps`` steps (one of them warmup, when there are two), timed one by one."""
+    workload = dataclasses.replace(scenario.workload, epochs=None, steps=steps, warmup_steps=min(1, steps - 1))
+    return dataclasses.replace(scenario, workload=workload, measurement=dataclasses.replace(scenario.measurement, window_steps=1))
 
 
 def resolve_max_batch(artifact: Artifact, scenario: Scenario, plans: list[RunPlan], split: PreparedSplit,
                       runtimes: dict[str, ChosenRuntime], device: str, reporter: Any) -> list[RunPlan]:
     """Replace each plan's batch by ``fraction`` x its engine/precision/path/devices maximal batch."""
-    config = scenario.workload["batch"].get("max_search")
-    if not config:
+    config = scenario.workload.batch.max_search
+    if config is None:
         return plans
-    fraction, start = config.get("fraction", 0.9), config.get("start", 16)
-    granularity, probe_steps = config.get("granularity", 8), config.get("probe_steps", 3)
     resolved: dict[tuple, int | None] = {}
     out = []
     for plan in plans:
@@ -117,8 +111,7 @@ def resolve_max_batch(artifact: Artifact, scenario: Scenario, plans: list[RunPla
             out.append(plan)
             continue
         if key not in resolved:
-            resolved[key] = _search_one(artifact, scenario, plan, split, runtimes, device, reporter,
-                                        fraction, start, granularity, probe_steps, config.get("limit", 4096))
+            resolved[key] = _search_one(artifact, scenario, plan, split, runtimes, device, reporter, config)
         batch = resolved[key]
         if batch is None:
             out.append(dataclasses.replace(plan, skip_reason="maximal batch search failed (see maxbatch/)"))
@@ -128,8 +121,8 @@ def resolve_max_batch(artifact: Artifact, scenario: Scenario, plans: list[RunPla
 
 
 def _search_one(artifact: Artifact, scenario: Scenario, plan: RunPlan, split: PreparedSplit,
-                runtimes: dict[str, ChosenRuntime], device: str, reporter: Any,
-                fraction: float, start: int, granularity: int, probe_steps: int, limit: int) -> int | None:
+                runtimes: dict[str, ChosenRuntime], device: str, reporter: Any, config: MaxSearch) -> int | None:
+    start, limit, granularity, fraction = config.start, config.limit, config.granularity, config.fraction
     runtime, settings = runtimes[plan.engine].runtime, runtimes[plan.engine].settings
     engine = get_engine(plan.engine)
     folder = artifact.root / MAXBATCH_DIR / f"{plan.engine}-{plan.precision}-{plan.path}-d{plan.devices}"
@@ -139,7 +132,7 @@ def _search_one(artifact: Artifact, scenario: Scenario, plan: RunPlan, split: Pr
     def probe(batch: int) -> str:
         if signals.received() is not None:  # interrupted during an earlier probe: no more probes
             raise KeyboardInterrupt
-        steps = max(1, min(probe_steps, split.samples // (batch * plan.devices)))
+        steps = max(1, min(config.probe_steps, split.samples // (batch * plan.devices)))
         probe_plan = dataclasses.replace(plan, batch=batch, repeat=1)
         run_dir = folder / f"b{batch}"
         run_dir.mkdir(parents=True, exist_ok=True)

@@ -126,11 +126,11 @@ def _order(scenario: Scenario, plan: RunPlan) -> tuple:
     """expand()'s order: repeat, engine, precision, path, batch, devices (matrix order)."""
     matrix = scenario.matrix
 
-    def index(axis: list[Any] | None, value: Any) -> int:
-        return axis.index(value) if axis and value in axis else len(axis or [])
+    def index(axis: tuple[str, ...], value: str) -> int:
+        return axis.index(value) if value in axis else len(axis)
 
-    return (plan.repeat, index(matrix.get("engines"), plan.engine), index(matrix.get("precisions"), plan.precision),
-            index(matrix.get("paths"), plan.path), plan.batch, plan.devices)
+    return (plan.repeat, index(matrix.engines, plan.engine), index(matrix.precisions, plan.precision),
+            index(matrix.paths, plan.path), plan.batch, plan.devices)
 
 
 def _load_scenario(artifact: Artifact, smoke: bool) -> Scenario:
@@ -138,8 +138,7 @@ def _load_scenario(artifact: Artifact, smoke: bool) -> Scenario:
     if not path.is_file():
         raise BadInput(f"{artifact.root}: no {SCENARIO} in the artifact")
     # The document is already resolved (smoke block and --set applied): load it as it is.
-    loaded = load_scenario(str(path))
-    return Scenario(document=loaded.document, source=path, smoke=smoke)
+    return dataclasses.replace(load_scenario(str(path)), smoke=smoke)
 
 
 def _searched_batches(artifact: Artifact) -> dict[tuple[str, str, str, int], int | None]:
@@ -155,7 +154,7 @@ def _searched_batches(artifact: Artifact) -> dict[tuple[str, str, str, int], int
 def expected_plans(artifact: Artifact, scenario: Scenario) -> tuple[list[RunPlan], list[RunPlan]]:
     """The matrix of the artifact's scenario: (plans with their batch known, plans whose maximal batch is still to search)."""
     plans = expand(scenario)
-    if not scenario.workload["batch"].get("max_search"):
+    if not scenario.workload.batch.max_search:
         return plans, []
     searched = _searched_batches(artifact)
     known, unsearched = [], []

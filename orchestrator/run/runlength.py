@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from bench_engine.schedule import steps_per_epoch
 from orchestrator.scenario import RunPlan, Scenario
 
 
@@ -29,13 +28,13 @@ class MatrixLength:
 
 def plan_steps(scenario: Scenario, plan: RunPlan, dataset_samples: int) -> int | None:
     """The steps of one run, warmup included (as the run spec counts them); None while its batch size is unknown."""
-    workload = scenario.workload
-    if "steps" in workload:
-        return int(workload["steps"])
+    if scenario.workload.steps is not None:
+        return scenario.workload.steps
     global_batch = plan.batch * plan.devices
     if global_batch < 1:
         return None
-    return int(workload["epochs"]) * steps_per_epoch(dataset_samples, global_batch, workload["batch"].get("drop_last", True))
+    epochs, per_epoch = scenario.workload.length(dataset_samples, global_batch)
+    return epochs * per_epoch
 
 
 def matrix_length(scenario: Scenario, plans: list[RunPlan], dataset_samples: int) -> MatrixLength:
@@ -62,8 +61,7 @@ def cpu_run_warning(scenario: Scenario, plans: list[RunPlan], dataset_samples: i
     length = matrix_length(scenario, plans, dataset_samples)
     if not length.runs:
         return None
-    arch = scenario.workload["model"]["arch"]
-    what = f"{arch} {'training' if scenario.workload['mode'] == 'train' else 'inference'}"
+    what = f"{scenario.workload.model.arch} {'training' if scenario.workload.mode == 'train' else 'inference'}"
     if length.steps:
         each = f"{length.steps[0]:,} steps each" if len(set(length.steps)) == 1 else f"{min(length.steps):,}-{max(length.steps):,} steps each"
         work = f"{length.runs} run{'s' if length.runs > 1 else ''}, {each} ({length.total_steps:,} steps, {length.samples:,} samples)"

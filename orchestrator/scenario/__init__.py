@@ -1,4 +1,4 @@
-"""Scenarios: YAML -> schema -> semantic checks -> overrides -> matrix of run plans."""
+"""Scenarios: YAML -> schema -> overrides -> typed Scenario (its workload, matrix, measurement...) -> semantic checks -> run plans."""
 
 from orchestrator.scenario.load import Scenario, load_scenario, resolve_scenario_path
 from orchestrator.scenario.matrix import RunPlan, expand

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from orchestrator.errors import BadInput
+from orchestrator.scenario.blocks import Matrix
 
 MAX_RUNS = 4096  # runs in one expanded matrix (engines x precisions x paths x batch sizes x devices x repeats)
 INT_BOUND = 2**63  # every integer of a scenario is in [-2**63, 2**63): an int64 in every engine and file name
@@ -41,29 +42,29 @@ def check_numbers(document: Any, origin: str) -> None:
             raise BadInput(f"{origin}: {field}: an integer of {digits} digits is outside the 64-bit range (|n| < 2**63)")
 
 
-def _axis_length(matrix: dict[str, Any], key: str) -> int:
-    axis = matrix.get(key)
-    return len(axis) if isinstance(axis, list) and axis else 1
+def _axis_lengths(matrix: Matrix) -> dict[str, int]:
+    """The length of every axis of the matrix (the batch sizes: 1 when the workload gives the one batch size)."""
+    return {"engines": len(matrix.engines), "precisions": len(matrix.precisions), "paths": len(matrix.paths),
+            "batch_sizes": len(matrix.batch_sizes) or 1, "devices": len(matrix.devices)}
 
 
-def matrix_size(matrix: dict[str, Any], repeats: int | None = None, engines: int | None = None,
+def matrix_size(matrix: Matrix, repeats: int | None = None, engines: int | None = None,
                 precisions: int | None = None, devices_given: bool = False) -> int:
     """Runs the matrix expands to: the product of its axes' lengths and the repeats (no expansion)."""
-    count = engines if engines is not None else _axis_length(matrix, "engines")
-    count *= precisions if precisions is not None else _axis_length(matrix, "precisions")
-    count *= _axis_length(matrix, "paths") * _axis_length(matrix, "batch_sizes")
-    count *= 1 if devices_given else _axis_length(matrix, "devices")
-    given = repeats if repeats is not None else matrix.get("repeats")
-    return count * (given if isinstance(given, int) and not isinstance(given, bool) and given > 0 else 1)
+    lengths = _axis_lengths(matrix)
+    count = engines if engines is not None else lengths["engines"]
+    count *= precisions if precisions is not None else lengths["precisions"]
+    count *= lengths["paths"] * lengths["batch_sizes"]
+    count *= 1 if devices_given else lengths["devices"]
+    return count * (repeats if repeats is not None and repeats > 0 else matrix.repeats)
 
 
-def check_matrix_size(matrix: dict[str, Any], origin: str, **axes: Any) -> int:
+def check_matrix_size(matrix: Matrix, origin: str, repeats: int | None = None, engines: int | None = None,
+                      precisions: int | None = None, devices_given: bool = False) -> int:
     """The matrix's run count; BadInput past MAX_RUNS, naming the axes."""
-    runs = matrix_size(matrix, **axes)
+    runs = matrix_size(matrix, repeats, engines, precisions, devices_given)
     if runs > MAX_RUNS:
-        lengths = {key: _axis_length(matrix, key) for key in ("engines", "precisions", "paths", "batch_sizes", "devices")}
-        shown = " x ".join(f"{n} {key}" for key, n in lengths.items() if n > 1) or "1 cell"
-        repeats = axes.get("repeats") or matrix.get("repeats") or 1
-        raise BadInput(f"{origin}: matrix: {runs} runs ({shown} x {repeats} repeats), more than the {MAX_RUNS} "
+        shown = " x ".join(f"{n} {key}" for key, n in _axis_lengths(matrix).items() if n > 1) or "1 cell"
+        raise BadInput(f"{origin}: matrix: {runs} runs ({shown} x {repeats or matrix.repeats} repeats), more than the {MAX_RUNS} "
                        "one scenario may expand to")
     return runs

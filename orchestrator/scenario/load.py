@@ -1,9 +1,8 @@
-"""Load a scenario file: YAML (with line numbers) -> schema -> overrides -> semantic checks."""
+"""Load a scenario file: YAML (with line numbers) -> schema -> overrides -> typed Scenario -> semantic checks."""
 
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from orchestrator.scenario import overrides as ov
 from orchestrator.scenario.bounds import check_matrix_size, check_numbers
 from orchestrator.scenario.runtime_check import check_runtime_blocks
 from orchestrator.scenario.safe_yaml import MAX_BYTES, YAMLLimitError
+from orchestrator.scenario.scenario import Scenario
 from orchestrator.scenario.yaml_lines import line_of, parse
 from orchestrator.schemas import SchemaError, validate
 
@@ -31,35 +31,6 @@ PARITY_FIELDS = frozenset(
         "data_placement", "devices", "samples",
     }
 )
-
-
-@dataclass
-class Scenario:
-    """A validated scenario document and where it came from."""
-
-    document: dict[str, Any]
-    source: Path
-    smoke: bool = False
-    overrides: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def name(self) -> str:
-        return self.document["name"]
-
-    @property
-    def workload(self) -> dict[str, Any]:
-        return self.document["workload"]
-
-    @property
-    def matrix(self) -> dict[str, Any]:
-        return self.document["matrix"]
-
-    @property
-    def measurement(self) -> dict[str, Any]:
-        return self.document.get("measurement", {})
-
-    def engine_block(self, engine: str) -> dict[str, Any]:
-        return (self.document.get("engines") or {}).get(engine, {})
 
 
 def resolve_scenario_path(name_or_path: str) -> Path:
@@ -107,18 +78,22 @@ def _parse(path: Path, text: str) -> tuple[dict[str, Any], dict[tuple[str, ...],
     return document, lines
 
 
-def _schema_check(path: Path, document: dict[str, Any], lines: dict[tuple[str, ...], int]) -> None:
+def _check_document(path: Path, document: dict[str, Any], lines: dict[tuple[str, ...], int] | None) -> None:
+    """Bounded numbers, no parity field per engine, then the schema. ``lines``: None after the overrides (no line to name)."""
+    check_numbers(document, str(path) if lines is not None else f"{path}: after overrides")
+    _check_engine_blocks(path, document.get("engines"), lines or {})
     try:
         validate(document, "scenario")
     except SchemaError as exc:
+        if lines is None:
+            raise BadInput(f"{path}: after overrides: {exc.where}: {exc.detail}") from None
         line = line_of(lines, exc.where) if exc.where else None
         where = f"{path}:{line}" if line else str(path)
         raise BadInput(f"{where}: {exc.where or 'scenario'}: {exc.detail}") from None
 
 
-def _check_engine_blocks(path: Path, document: dict[str, Any], lines: dict[tuple[str, ...], int]) -> None:
-    """Parity fields may not be set per engine; options must fit the engine's option schema."""
-    blocks = document.get("engines") or {}
+def _check_engine_blocks(path: Path, blocks: object, lines: dict[tuple[str, ...], int]) -> None:
+    """Parity fields may not be set per engine (``blocks``: the document's ``engines``, before its schema check)."""
     if not isinstance(blocks, dict):
         return
     known = discover()
@@ -139,90 +114,75 @@ def _check_engine_blocks(path: Path, document: dict[str, Any], lines: dict[tuple
                 )
 
 
-def _semantic_checks(path: Path, doc: dict[str, Any]) -> None:
-    workload, matrix = doc["workload"], doc["matrix"]
+def _semantic_checks(scenario: Scenario) -> None:
+    """The rules the schema cannot say: known engines and models, the length for training, batches within the data."""
+    path, workload, matrix = scenario.source, scenario.workload, scenario.matrix
     engines = discover()
-    for index, engine in enumerate(matrix["engines"]):
+    for index, engine in enumerate(matrix.engines):
         if engine not in engines:
             raise BadInput(f"{path}: matrix.engines.{index}: unknown engine '{engine}' (known: {', '.join(sorted(engines))})")
-    arch = workload["model"]["arch"]
+    arch = workload.model.arch
     if arch not in known_archs():
         raise BadInput(f"{path}: workload.model.arch: unknown model '{arch}' (known: {', '.join(known_archs())})")
-    if workload["mode"] == "train" and "epochs" not in workload:
+    if workload.mode == "train" and workload.epochs is None:
         raise BadInput(f"{path}: workload.epochs: required for mode 'train'")
-    if "epochs" in workload and "steps" in workload:
-        raise BadInput(f"{path}: workload.steps: give epochs or steps, not both")
-    if "epochs" not in workload and "steps" not in workload:
-        raise BadInput(f"{path}: workload.steps: give epochs or steps")
-    if workload["batch"].get("max_search") and doc["matrix"].get("batch_sizes"):
+    if workload.batch.max_search and matrix.batch_sizes:
         raise BadInput(f"{path}: workload.batch.max_search: cannot be combined with matrix.batch_sizes")
-    samples = workload["dataset"].get("samples")
-    if samples is not None and not workload["batch"].get("max_search"):
-        for batch in matrix.get("batch_sizes") or [workload["batch"]["size"]]:
-            for devices in matrix.get("devices") or [1]:
-                global_batch = batch * devices
-                if global_batch > samples:
-                    raise BadInput(
-                        f"{path}: workload.batch.size: global batch {global_batch} ({batch} x {devices} devices) "
-                        f"exceeds workload.dataset.samples ({samples})"
-                    )
-                steps = workload.get("steps")
-                if steps and steps * global_batch > samples:
-                    raise BadInput(f"{path}: workload.steps: {steps} steps of {global_batch} exceed the {samples} samples")
-    _check_parity_extras(path, workload, matrix)
-    check_workload_dataset(workload, f"{path}: workload")
-    for engine, block in (doc.get("engines") or {}).items():
-        engines[engine].check_options(block.get("options") or {}, f"{path}: engines.{engine}.options")
-    for index, claim in enumerate((doc.get("claims") or {}).get("ratios") or []):
-        for key in ("engine", "vs"):
-            if claim[key] not in engines:
-                raise BadInput(f"{path}: claims.ratios.{index}.{key}: unknown engine '{claim[key]}' (known: {', '.join(sorted(engines))})")
-
-
-def _check_parity_extras(path: Path, workload: dict[str, Any], matrix: dict[str, Any]) -> None:
-    """init, reference, and warmup against every plan's steps (where the sample count is known)."""
-    arch = workload["model"]["arch"]
-    if workload.get("init") == "shared" and arch not in shared_archs():
+    _check_global_batches(scenario)
+    if workload.init == "shared" and arch not in shared_archs():
         raise BadInput(f"{path}: workload.init: shared initial weights exist for {', '.join(shared_archs())} only, not {arch!r}")
-    reference = matrix.get("reference")
-    if reference is not None and reference not in matrix["engines"]:
-        raise BadInput(f"{path}: matrix.reference: '{reference}' is not one of matrix.engines ({', '.join(matrix['engines'])})")
-    samples = workload["dataset"].get("samples")
-    if samples is None or workload["batch"].get("max_search"):
-        return
-    drop_last = workload["batch"].get("drop_last", True)
-    for batch in matrix.get("batch_sizes") or [workload["batch"]["size"]]:
-        for devices in matrix.get("devices") or [1]:
-            per_epoch = samples // (batch * devices) if drop_last else -(-samples // (batch * devices))
-            total = workload["steps"] if "steps" in workload else workload.get("epochs", 1) * per_epoch
-            if total and workload["warmup_steps"] >= total:
-                raise BadInput(f"{path}: workload.warmup_steps: {workload['warmup_steps']} warmup steps leave none of the {total} "
-                               f"steps of batch {batch} x {devices} device(s) to measure")
+    _check_warmup(scenario)
+    check_workload_dataset(workload.to_json(), f"{path}: workload")
+    for engine, block in scenario.engines.items():
+        engines[engine].check_options(dict(block.options), f"{path}: engines.{engine}.options")
+    for index, claim in enumerate(scenario.claims.ratios if scenario.claims else ()):
+        for key in ("engine", "vs"):
+            if getattr(claim, key) not in engines:
+                raise BadInput(f"{path}: claims.ratios.{index}.{key}: unknown engine '{getattr(claim, key)}' "
+                               f"(known: {', '.join(sorted(engines))})")
+
+
+def _cells(scenario: Scenario) -> list[tuple[int, int]]:
+    """(batch, devices) of every cell whose batch size is known before running; none without a sample count."""
+    if scenario.workload.dataset.samples is None or scenario.workload.batch.max_search:
+        return []
+    return [(batch, devices) for batch in scenario.batch_sizes for devices in scenario.matrix.devices]
+
+
+def _check_global_batches(scenario: Scenario) -> None:
+    """Every global batch (and every fixed number of steps of it) within the dataset's samples."""
+    path, workload, samples = scenario.source, scenario.workload, scenario.workload.dataset.samples or 0
+    for batch, devices in _cells(scenario):
+        global_batch = batch * devices
+        if global_batch > samples:
+            raise BadInput(f"{path}: workload.batch.size: global batch {global_batch} ({batch} x {devices} devices) "
+                           f"exceeds workload.dataset.samples ({samples})")
+        if workload.steps and workload.steps * global_batch > samples:
+            raise BadInput(f"{path}: workload.steps: {workload.steps} steps of {global_batch} exceed the {samples} samples")
+
+
+def _check_warmup(scenario: Scenario) -> None:
+    """Warmup shorter than every plan's steps (where the sample count is known)."""
+    workload, samples = scenario.workload, scenario.workload.dataset.samples or 0
+    for batch, devices in _cells(scenario):
+        epochs, per_epoch = workload.length(samples, batch * devices)
+        total = epochs * per_epoch
+        if total and workload.warmup_steps >= total:
+            raise BadInput(f"{scenario.source}: workload.warmup_steps: {workload.warmup_steps} warmup steps leave none of the {total} "
+                           f"steps of batch {batch} x {devices} device(s) to measure")
 
 
 def load_scenario(name_or_path: str, sets: list[str] | None = None, smoke: bool = False) -> Scenario:
     """Load, check and apply overrides (smoke block first, then --set); raise BadInput on any problem."""
     path = resolve_scenario_path(name_or_path)
     document, lines = _parse(path, _read(path))
-    check_numbers(document, str(path))
-    _check_engine_blocks(path, document, lines)
-    _schema_check(path, document, lines)
-    applied: dict[str, Any] = {}
-    if smoke:
-        smoke_block = document.get("smoke") or ov.DEFAULT_SMOKE
-        applied.update(smoke_block)
-    for item in sets or []:
-        key, value = ov.parse_assignment(item)
-        applied[key] = value
+    _check_document(path, document, lines)
+    applied = [*((document.get("smoke") or ov.DEFAULT_SMOKE).items() if smoke else ()), *map(ov.parse_assignment, sets or [])]
     if applied:
         document = ov.apply(document, applied, "--set")
-        check_numbers(document, f"{path}: after overrides")
-        _check_engine_blocks(path, document, {})
-        try:
-            validate(document, "scenario")
-        except SchemaError as exc:
-            raise BadInput(f"{path}: after overrides: {exc.where}: {exc.detail}") from None
-    check_matrix_size(document["matrix"], str(path))  # before any check that loops over the matrix
-    _semantic_checks(path, document)
-    check_runtime_blocks(path, document)
-    return Scenario(document=copy.deepcopy(document), source=path, smoke=smoke, overrides=applied)
+        _check_document(path, document, None)
+    scenario = Scenario.from_document(copy.deepcopy(document), path, smoke, tuple(applied))
+    check_matrix_size(scenario.matrix, str(path))  # before any check that loops over the matrix
+    _semantic_checks(scenario)
+    check_runtime_blocks(scenario)
+    return scenario

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Iterable
 from functools import cache
 from typing import Any
 
@@ -56,10 +57,10 @@ def qualify(key: str) -> str:
     return key if key.split(".", 1)[0] in sections() else f"workload.{key}"
 
 
-def apply(document: dict[str, Any], assignments: dict[str, Any], origin: str) -> dict[str, Any]:
-    """Return a copy with every dotted key set; intermediate mappings must exist or are created."""
+def apply(document: dict[str, Any], assignments: Iterable[tuple[str, Any]], origin: str) -> dict[str, Any]:
+    """Return a copy with every dotted key set, in order (a later one wins); intermediate mappings must exist or are created."""
     out = copy.deepcopy(document)
-    for raw_key, value in assignments.items():
+    for raw_key, value in assignments:
         key = qualify(raw_key)
         parts = key.split(".")
         node: Any = out

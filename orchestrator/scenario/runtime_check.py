@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import BadInput
+from orchestrator.scenario.scenario import Scenario
 
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
@@ -27,22 +27,17 @@ def check_slurm_block(block: Mapping[str, Any], origin: str, environ: Mapping[st
         raise BadInput(f"{origin}: {'runtime.' + text if text.startswith('slurm.') else text}") from None
 
 
-def check_engine_runtime(path: Path, document: Mapping[str, Any]) -> None:
+def check_engine_runtime(scenario: Scenario) -> None:
     """``engines.<name>.image`` and ``.interpreter``: no control character (they reach a command line or a job script)."""
-    for engine, block in (document.get("engines") or {}).items():
-        if not isinstance(block, Mapping):
-            continue
-        for key in ("image", "interpreter"):
-            value = block.get(key)
-            if isinstance(value, str) and (CONTROL.search(value) or not value.strip()):
-                raise BadInput(f"{path}: engines.{engine}.{key}: {value[:80]!r} is empty or holds a control character")
+    for engine, block in scenario.engines.items():
+        for key, value in block.runtime_settings().items():
+            if CONTROL.search(value) or not value.strip():
+                raise BadInput(f"{scenario.source}: engines.{engine}.{key}: {value[:80]!r} is empty or holds a control character")
 
 
-def check_runtime_blocks(path: Path, document: Mapping[str, Any], cli: Mapping[str, Any] | None = None,
-                         environ: Mapping[str, str] | None = None) -> None:
-    """Every runtime setting of ``document`` (and ``cli``, the ``--slurm-*`` options) as the runtimes check them."""
-    runtime = document.get("runtime") or {}
-    slurm = {**(runtime.get("slurm") or {}), **(cli or {})}
+def check_runtime_blocks(scenario: Scenario, cli: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None) -> None:
+    """Every runtime setting of ``scenario`` (and ``cli``, the ``--slurm-*`` options) as the runtimes check them."""
+    slurm = {**scenario.runtime.get("slurm", {}), **(cli or {})}
     if slurm or environ:
-        check_slurm_block(slurm, str(path), environ)
-    check_engine_runtime(path, document)
+        check_slurm_block(slurm, str(scenario.source), environ)
+    check_engine_runtime(scenario)

@@ -30,3 +30,13 @@ def run_cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     captured = capsys.readouterr()
     return code, captured.out, captured.err
+
+
+def assert_one_line_error(code: int, err: str, *needles: str) -> None:
+    """Exit code 2 and one line on stderr, 'error: ...', holding every needle."""
+    assert code == 2, err
+    lines = [line for line in err.strip().splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    assert lines[0].startswith("error:") and "Traceback" not in err
+    for needle in needles:
+        assert needle in lines[0], lines[0]

@@ -9,18 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.core.cli_helpers import run_cli
+from tests.core.cli_helpers import assert_one_line_error, run_cli
 
 SEED = str(Path(__file__).resolve().parents[2] / "scenarios" / "cifar_resnet50.yaml")
-
-
-def assert_one_line_error(code: int, err: str, *needles: str) -> None:
-    assert code == 2, err
-    lines = [line for line in err.strip().splitlines() if line.strip()]
-    assert len(lines) == 1, err
-    assert lines[0].startswith("error:") and "Traceback" not in err
-    for needle in needles:
-        assert needle in lines[0], lines[0]
 
 
 @pytest.mark.parametrize(

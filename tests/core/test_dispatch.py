@@ -31,9 +31,9 @@ def scenario_schedule(name: str) -> tuple[Schedule, int]:
     """(the fields of a one-device spec the harness's schedule reads, samples) of a bundled scenario."""
     scenario = load_scenario(name)
     w = scenario.workload
-    samples, batch = w["dataset"]["samples"], w["batch"]["size"]
-    return spec(samples, batch, steps_per_epoch(samples, batch, w["batch"]["drop_last"]), w["epochs"], w["warmup_steps"],
-                scenario.measurement["window_steps"]), samples
+    samples, batch = w.dataset.samples, w.batch.size
+    return spec(samples, batch, steps_per_epoch(samples, batch, w.batch.drop_last), w.epochs, w.warmup_steps,
+                scenario.measurement.window_steps), samples
 
 
 def test_the_seed_schedule_fits_ten() -> None:
@@ -59,9 +59,9 @@ def test_bundled_scenarios_need_no_dispatch_option(name: str, fitted: int) -> No
     """auto gives each bundled training scenario the K its file used to set (the seed sets no engine option at all)."""
     schedule, samples = scenario_schedule(name)
     assert auto_steps_per_dispatch(schedule, samples).steps == fitted
-    assert load_scenario("opennn_seed").document.get("engines") is None
+    assert not load_scenario("opennn_seed").engines
     for engine in ("jax", "tensorflow"):
-        assert "steps_per_dispatch" not in load_scenario("cifar_resnet50").engine_block(engine).get("options", {})
+        assert "steps_per_dispatch" not in load_scenario("cifar_resnet50").engine_block(engine).options
 
 
 def test_one_step_windows_and_no_timed_steps_stay_at_one() -> None:

@@ -79,16 +79,16 @@ def test_corrupt_file_is_an_init_error(tmp_path: Path) -> None:
 def test_trajectory_tolerance_grows_and_mismatched_losses_fail() -> None:
     assert tolerance("fp32", 1) == 1e-3 and tolerance("fp32", 5) > tolerance("fp32", 1) and tolerance("bf16", 1) > tolerance("fp32", 1)
     base = [2.30, 2.28, 2.25, 2.21, 2.18]
-    assert compare_losses(base, [v * (1 + 5e-4) for v in base], "fp32")["ok"]
-    assert not compare_losses(base, [*base[:4], base[4] * 1.02], "fp32")["ok"]  # step 5 bound: 1.6e-2
+    assert compare_losses(base, [v * (1 + 5e-4) for v in base], "fp32").ok
+    assert not compare_losses(base, [*base[:4], base[4] * 1.02], "fp32").ok  # step 5 bound: 1.6e-2
     off = compare_losses(base, [base[0] * 1.01, *base[1:]], "fp32")  # step 1 off by 1%
-    assert not off["ok"] and off["first_fail"]["step"] == 1 and off["at_step"] == 1
-    assert not compare_losses(base, [float("nan"), *base[1:]], "fp32")["ok"]
-    assert compare_losses(base, [base[0] * 1.01, *base[1:]], "bf16")["ok"]  # bf16's looser bound
+    assert not off.ok and off.first_fail is not None and off.first_fail[0] == 0 and off.at == 0 and off.compared == 5
+    assert not compare_losses(base, [float("nan"), *base[1:]], "fp32").ok
+    assert compare_losses(base, [base[0] * 1.01, *base[1:]], "bf16").ok  # bf16's looser bound
     # bf16 grows 1.5x per step up to 0.2: 6.1% at step 4 (measured between engines on the smoke) passes, 25% never does
     assert tolerance("bf16", 4) == pytest.approx(0.10125) and tolerance("bf16", 20) == 0.2
-    assert compare_losses(base, [*base[:3], base[3] * 1.061, base[4]], "bf16")["ok"]
-    assert not compare_losses(base, [*base[:4], base[4] * 1.25], "bf16")["ok"]
+    assert compare_losses(base, [*base[:3], base[3] * 1.061, base[4]], "bf16").ok
+    assert not compare_losses(base, [*base[:4], base[4] * 1.25], "bf16").ok
 
 
 def _run(engine: str, losses: list[float], sha: str | None = "a" * 64, block_losses: list[float] | None = None) -> tuple[dict, dict]:

@@ -111,7 +111,7 @@ def test_scenario_run_on_prepared_cifar10_passes_parity(cache, cifar_archive, be
 def test_scenario_time_dataset_checks():
     from orchestrator.data.sources import check_workload_dataset
 
-    workload = scenario("workload.dataset.source=prepared").workload
+    workload = scenario("workload.dataset.source=prepared").workload.to_json()
     check_workload_dataset(workload)
     check_workload_dataset({**workload, "dataset": {**workload["dataset"], "name": "anything", "source": "synthetic"}})
     for change, message in (({"name": "mnist"}, "unknown dataset 'mnist'"), ({"source": "/x.tar.gz#md5=1"}, "#sha256=HEX")):

@@ -56,4 +56,4 @@ def test_engines_start_equal_and_follow_the_same_trajectory(optimizer: str, tmp_
     for other in ENGINES[1:]:
         # measured: step 1 to 4e-7, steps 2-5 to 2.2e-3 (SGD, TensorFlow at step 5) and 5e-5 (Adam)
         verdict = compare_losses(losses["pytorch"], losses[other], "fp32")
-        assert verdict["ok"] and verdict["steps"] == STEPS, f"{other}: {verdict} {losses}"
+        assert verdict.ok and verdict.compared == STEPS, f"{other}: {verdict} {losses}"

@@ -10,11 +10,12 @@ from orchestrator.judge.summary_model import Ratio, Summary
 from orchestrator.reports.claims import measured_ratio
 from orchestrator.reports.data import ReportData
 from orchestrator.reports.tables import claims, groups, runs
+from orchestrator.scenario.blocks import Claims
 from tests.typed_docs import record_of, result_of
 
-SCENARIO = {"claims": {"source": "ref", "hardware": "RTX 4080", "ratios": [
+SCENARIO = Claims.from_json({"source": "ref", "hardware": "RTX 4080", "ratios": [
     {"engine": "opennn", "vs": "pytorch", "precision": "tf32", "path": "optimized", "claimed": 1.9, "as_stated": "fp32: 1.90x"},
-    {"engine": "opennn", "vs": "tensorflow", "precision": "bf16", "claimed": 1.91}]}}
+    {"engine": "opennn", "vs": "tensorflow", "precision": "bf16", "claimed": 1.91}]})
 
 
 def _record(engine: str, repeat: int, status: str = "ok", throughput: float | None = None, apparent: float | None = None,
@@ -53,7 +54,7 @@ def test_an_invalid_group_keeps_its_apparent_throughput_but_no_ratio() -> None:
     assert opennn["n"] == 0 and opennn["throughput"] is None
     assert opennn["apparent"]["throughput"]["median"] == 75000.0 and opennn["apparent"]["reasons"] == ["381 of 780 updates"]
     assert doc["ratios"] == []  # never ranked
-    data = ReportData("x", summary, {}, [], [], {})
+    data = ReportData("x", summary, {}, [], [], None)
     assert "apparent 75,000, invalid: 3 run(s), 381 of 780 updates" in [row[-2] for row in groups(data).rows]
     run_rows = runs(data).rows
     assert run_rows[0][8] == "-" and run_rows[0][9] == "apparent 75,000, invalid: 381 of 780 updates"
@@ -99,7 +100,7 @@ def test_claims_without_an_as_published_artifact_say_how_to_get_one() -> None:
     table = claims(ReportData("fair", dataclasses.replace(fair, artifact_id="F"), {}, [], [], SCENARIO))
     assert table is not None and table.rows[0][4] == "-" and table.rows[0][6] == "-"
     assert any("--as-published" in note for note in table.notes)
-    assert claims(ReportData("fair", dataclasses.replace(fair, artifact_id="F"), {}, [], [], {})) is None
+    assert claims(ReportData("fair", dataclasses.replace(fair, artifact_id="F"), {}, [], [], None)) is None
 
 
 def test_the_terminal_shows_an_invalid_runs_apparent_figure_in_its_samples_column() -> None:
@@ -128,7 +129,7 @@ def test_the_lost_work_table_puts_an_invalid_runs_second_signals_beside_the_fair
     published = summarize("as_published", "P", False, [(r.record, r.result) for r in published_runs])
     for row in published.runs:
         assert row.weight_change == 0.21
-    table = lost_work_table(ReportData("f", fair, {}, fair_runs, [], SCENARIO), ReportData("p", published, {}, published_runs, [], {}))
+    table = lost_work_table(ReportData("f", fair, {}, fair_runs, [], SCENARIO), ReportData("p", published, {}, published_runs, [], None))
     assert table is not None
     (row,) = table.rows
     assert row[:6] == ["opennn", "tf32", "381 of 780 updates", "0.2100", "0.2800", "0.75"]

@@ -17,6 +17,7 @@ from orchestrator.reports import summary_tables
 from orchestrator.reports.formats import Span, compact_rate, plural, significant_text
 from orchestrator.reports.model import Table
 from orchestrator.reports.views import Field, interval_heading, view
+from orchestrator.scenario.blocks import Claims
 
 ROOT = Path(__file__).resolve().parents[2]
 FAIR = ROOT / "docs" / "results" / "h200" / "opennn_seed" / "20261201T122211Z-e8033e"
@@ -86,9 +87,9 @@ HARD = {  # every column kind, long names and reasons, tiny numbers
                  "n": 3, "throughput": 7720.0, "speedup": 7.72, "speedup_ci95": [7.5, 7.9], "efficiency": 0.965,
                  "note": "no valid 1-device run of the same cell for the other path"}],
 }
-CLAIMS = {"hardware": "NVIDIA GeForce RTX 4080", "source": "a report",
-          "ratios": [{"engine": "tensorflow", "vs": "pytorch", "precision": "bf16", "path": "optimized", "claimed": 1.9,
-                      "as_stated": "bf16: 1.90x PyTorch (89.6% more throughput)"}]}
+CLAIMS = Claims.from_json({"hardware": "NVIDIA GeForce RTX 4080", "source": "a report",
+                           "ratios": [{"engine": "tensorflow", "vs": "pytorch", "precision": "bf16", "path": "optimized", "claimed": 1.9,
+                                       "as_stated": "bf16: 1.90x PyTorch (89.6% more throughput)"}]})
 
 
 KEY_HEADERS = ("engine", "prec", "#", "status", "ratio", "engines", "engine / vs", "n", "median", "samples/s", "claimed")
