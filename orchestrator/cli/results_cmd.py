@@ -9,13 +9,13 @@ from typing import Any
 import typer
 
 from orchestrator.artifacts import open_artifact
-from orchestrator.artifacts.catalog import is_latest
 from orchestrator.artifacts.layout import SUMMARY
 from orchestrator.cli.console import err, out, print_json
 from orchestrator.cli.results_history_cmd import ARTIFACT_HELP, latest_argument
 from orchestrator.cli.results_view import WideOption, render_summary, with_warnings
 from orchestrator.errors import BadInput
 from orchestrator.judge.summary_model import Summary
+from orchestrator.reports.catalog import is_latest
 from orchestrator.schemas import SchemaError
 from orchestrator.schemas import validate as validate_document
 from orchestrator.terminal import markup

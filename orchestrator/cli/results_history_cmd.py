@@ -2,7 +2,7 @@
 cells across its artifacts over time (added to the ``results`` group of results_cmd).
 
 ``latest`` (``latest~N``, ``SCENARIO/latest``, ``DIR/latest``) names the newest usable artifact wherever the other
-``results`` commands take one (:func:`orchestrator.artifacts.catalog.resolve_latest`).
+``results`` commands take one (:func:`orchestrator.reports.catalog.resolve_latest`).
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from pathlib import Path
 
 import typer
 
-from orchestrator.artifacts.catalog import Listed, resolve_latest, scan
 from orchestrator.cli.console import err, out, print_json
 from orchestrator.cli.results_view import WideOption, print_warnings, rich_table
 from orchestrator.errors import BadInput
+from orchestrator.reports.catalog import Listed, resolve_latest, scan
 from orchestrator.reports.model import Table
 from orchestrator.reports.views import Field, view
 from orchestrator.terminal import markup

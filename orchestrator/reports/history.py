@@ -20,8 +20,8 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from orchestrator.artifacts.catalog import Listed
 from orchestrator.judge.summary_model import GroupRow
+from orchestrator.reports.catalog import Listed
 from orchestrator.reports.formats import DASH, Format, compact_rate, significant, significant_text
 from orchestrator.reports.model import Table
 from orchestrator.reports.views import Field, batch_label, devices_label, view
@@ -430,7 +430,7 @@ def render_history_html(history: History, generated: str) -> str:
 
 def load_history(root: Path, scenario: str, metric: Metric, filters: Filters | None = None, validate: bool = False) -> History:
     """The history of ``scenario``'s artifacts under the results folder ``root`` (its unusable ones left out, named)."""
-    from orchestrator.artifacts.catalog import opened, scan
+    from orchestrator.reports.catalog import opened, scan
 
     usable: dict[str, Listed] = {}
     skipped = []
