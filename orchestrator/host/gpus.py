@@ -5,6 +5,7 @@ Without NVML or a GPU, says so instead of failing."""
 from __future__ import annotations
 
 import os
+from dataclasses import asdict, dataclass
 from typing import Any, NamedTuple
 
 
@@ -16,15 +17,70 @@ def visible_ids(visible: Any) -> tuple[str, ...]:
     return tuple(str(item).strip() for item in items if str(item).strip())
 
 
-def nvml_snapshot() -> dict[str, Any]:
-    """{'available': bool, 'reason': str|None, 'driver': str|None, 'cuda_driver': str|None, 'gpus': [...]}"""
+@dataclass(frozen=True)
+class DriverFacts:
+    """The driver version and the CUDA version it supports."""
+
+    driver: str | None
+    cuda_driver: str | None
+
+
+@dataclass(frozen=True)
+class GpuFacts:
+    """Static facts of one GPU as NVML reports them; a field the GPU or driver does not support is None."""
+
+    index: int
+    name: str | None
+    uuid: str | None
+    pci_bus_id: str | None
+    compute_capability: str | None
+    memory_total_bytes: int | None
+    power_limit_w: float | None
+    enforced_power_limit_w: float | None
+    sm_clock_mhz: int | None
+    mem_clock_mhz: int | None
+    sm_clock_max_mhz: int | None
+    mem_clock_max_mhz: int | None
+    sm_clock_applications_mhz: int | None
+    persistence_mode: int | None
+    mig_mode: int | None
+    ecc_mode: int | None
+    energy_counter: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)  # the fields in their declared order: the records' key order
+
+
+@dataclass(frozen=True)
+class NvmlSnapshot:
+    """The host's GPUs and driver as NVML saw them once (``available`` False, with the reason, without NVML)."""
+
+    available: bool
+    reason: str | None
+    gpus: tuple[GpuFacts, ...] = ()
+    driver: DriverFacts | None = None
+
+    def __post_init__(self) -> None:
+        if not self.available and (self.gpus or self.reason is None):
+            raise ValueError("an unavailable NVML snapshot names its reason and no GPU")
+
+    def to_json(self) -> dict[str, Any]:
+        """The run record's and summary's ``nvml`` block."""
+        if not self.available:
+            return {"available": False, "reason": self.reason, "gpus": []}
+        driver = asdict(self.driver) if self.driver else {"driver": None, "cuda_driver": None}
+        return {"available": True, "reason": self.reason, **driver, "gpus": [gpu.to_json() for gpu in self.gpus]}
+
+
+def nvml_snapshot() -> NvmlSnapshot:
+    """The host's GPUs and driver, or why NVML cannot say."""
     nvml, why = load_nvml()
     if nvml is None:
-        return {"available": False, "reason": why, "gpus": []}
+        return NvmlSnapshot(False, why or "NVML unavailable")
     try:
         count = int(nvml.nvmlDeviceGetCount())
-        gpus = [device_facts(nvml, i, nvml.nvmlDeviceGetHandleByIndex(i)) for i in range(count)]
-        return {"available": True, "reason": None, **driver_facts(nvml), "gpus": gpus}
+        gpus = tuple(device_facts(nvml, i, nvml.nvmlDeviceGetHandleByIndex(i)) for i in range(count))
+        return NvmlSnapshot(True, None, gpus, driver_facts(nvml))
     finally:
         nvml_call(nvml.nvmlShutdown)
 
@@ -60,11 +116,11 @@ def load_nvml() -> tuple[Any, str | None]:
     return pynvml, None
 
 
-def driver_facts(nvml: Any) -> dict[str, Any]:
+def driver_facts(nvml: Any) -> DriverFacts:
     """The driver version and the CUDA version it supports."""
     cuda = nvml_call(nvml.nvmlSystemGetCudaDriverVersion)
-    return {"driver": nvml_text(nvml_call(nvml.nvmlSystemGetDriverVersion)),
-            "cuda_driver": f"{cuda // 1000}.{(cuda % 1000) // 10}" if isinstance(cuda, int) else None}
+    return DriverFacts(nvml_text(nvml_call(nvml.nvmlSystemGetDriverVersion)),
+                       f"{cuda // 1000}.{(cuda % 1000) // 10}" if isinstance(cuda, int) else None)
 
 
 class GpuRequest(NamedTuple):
@@ -117,7 +173,7 @@ def resolve_handles(nvml: Any, wanted: list[str] | None) -> tuple[list[tuple[int
     return [(i, nvml.nvmlDeviceGetHandleByIndex(i)) for i in chosen], notes
 
 
-def device_facts(nvml: Any, index: int, handle: Any) -> dict[str, Any]:
+def device_facts(nvml: Any, index: int, handle: Any) -> GpuFacts:
     """Static facts of one GPU; unsupported fields are None."""
     memory = nvml_call(nvml.nvmlDeviceGetMemoryInfo, handle)
     power_limit = nvml_call(nvml.nvmlDeviceGetPowerManagementLimit, handle)
@@ -133,22 +189,22 @@ def device_facts(nvml: Any, index: int, handle: Any) -> dict[str, Any]:
         return nvml_call(call, handle, *args) if call else None
 
     energy = optional("nvmlDeviceGetTotalEnergyConsumption")
-    return {
-        "index": index,
-        "name": nvml_text(nvml_call(nvml.nvmlDeviceGetName, handle)),
-        "uuid": nvml_text(nvml_call(nvml.nvmlDeviceGetUUID, handle)),
-        "pci_bus_id": nvml_text(getattr(pci, "busId", None)) if pci is not None else None,
-        "compute_capability": f"{capability[0]}.{capability[1]}" if isinstance(capability, list | tuple) and len(capability) == 2 else None,
-        "memory_total_bytes": int(memory.total) if memory is not None else None,
-        "power_limit_w": power_limit / 1000.0 if power_limit else None,
-        "enforced_power_limit_w": enforced / 1000.0 if enforced else None,
-        "sm_clock_mhz": optional("nvmlDeviceGetClockInfo", sm),
-        "mem_clock_mhz": optional("nvmlDeviceGetClockInfo", mem),
-        "sm_clock_max_mhz": optional("nvmlDeviceGetMaxClockInfo", sm),
-        "mem_clock_max_mhz": optional("nvmlDeviceGetMaxClockInfo", mem),
-        "sm_clock_applications_mhz": optional("nvmlDeviceGetApplicationsClock", sm),
-        "persistence_mode": nvml_call(nvml.nvmlDeviceGetPersistenceMode, handle),
-        "mig_mode": first_of(mig),
-        "ecc_mode": first_of(ecc),
-        "energy_counter": energy is not None,
-    }
+    return GpuFacts(
+        index=index,
+        name=nvml_text(nvml_call(nvml.nvmlDeviceGetName, handle)),
+        uuid=nvml_text(nvml_call(nvml.nvmlDeviceGetUUID, handle)),
+        pci_bus_id=nvml_text(getattr(pci, "busId", None)) if pci is not None else None,
+        compute_capability=f"{capability[0]}.{capability[1]}" if isinstance(capability, list | tuple) and len(capability) == 2 else None,
+        memory_total_bytes=int(memory.total) if memory is not None else None,
+        power_limit_w=power_limit / 1000.0 if power_limit else None,
+        enforced_power_limit_w=enforced / 1000.0 if enforced else None,
+        sm_clock_mhz=optional("nvmlDeviceGetClockInfo", sm),
+        mem_clock_mhz=optional("nvmlDeviceGetClockInfo", mem),
+        sm_clock_max_mhz=optional("nvmlDeviceGetMaxClockInfo", sm),
+        mem_clock_max_mhz=optional("nvmlDeviceGetMaxClockInfo", mem),
+        sm_clock_applications_mhz=optional("nvmlDeviceGetApplicationsClock", sm),
+        persistence_mode=nvml_call(nvml.nvmlDeviceGetPersistenceMode, handle),
+        mig_mode=first_of(mig),
+        ecc_mode=first_of(ecc),
+        energy_counter=energy is not None,
+    )

@@ -30,7 +30,7 @@ import itertools
 import json
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -172,7 +172,7 @@ class GpuTelemetry:
         if requested_devices(request) is None and used is not None and used < len(handles):
             self._notes.append(f"sampled all {len(handles)} GPUs of the host while the run uses {used}; "
                                "set visible_devices to restrict telemetry and energy to the run's GPUs")
-        self._facts = {**driver_facts(nvml), "devices": [device_facts(nvml, i, h) for i, h in handles]}
+        self._facts = {**asdict(driver_facts(nvml)), "devices": [device_facts(nvml, i, h).to_json() for i, h in handles]}
         energy_call = getattr(nvml, "nvmlDeviceGetTotalEnergyConsumption", None)
         self._energy_start = {i: (nvml_call(energy_call, h) if energy_call else None) for i, h in handles}
         self._csv_path = run_dir / CSV_NAME

@@ -21,6 +21,7 @@ from orchestrator.clock import utc_now
 from orchestrator.data import PreparedSplit, prepare_split
 from orchestrator.engines.registry import EngineInfo, get_engine
 from orchestrator.errors import BadInput
+from orchestrator.host.gpus import NvmlSnapshot
 from orchestrator.host.provenance import finish_host, run_host
 from orchestrator.host.telemetry import GpuTelemetry
 from orchestrator.jsonio import write_text_atomic
@@ -90,18 +91,18 @@ def merge_runtime_block(scenario: Scenario, settings: dict[str, Any]) -> dict[st
     return merged
 
 
-def check_device(device: str) -> dict[str, Any]:
+def check_device(device: str) -> NvmlSnapshot:
     """--device cuda needs a GPU that NVML can see; returns the NVML snapshot."""
     from orchestrator.host.gpus import nvml_snapshot
 
     snapshot = nvml_snapshot()
-    if device == "cuda" and not snapshot["gpus"]:
-        raise BadInput(f"--device cuda: no GPU found ({snapshot.get('reason') or 'NVML reports 0 devices'})")
+    if device == "cuda" and not snapshot.gpus:
+        raise BadInput(f"--device cuda: no GPU found ({snapshot.reason or 'NVML reports 0 devices'})")
     return snapshot
 
 
 def prepare_runtimes(scenario: Scenario, engines: list[str], options: RunOptions,
-                     reporter: Reporter) -> tuple[dict[str, Any], dict[str, ChosenRuntime]]:
+                     reporter: Reporter) -> tuple[NvmlSnapshot, dict[str, ChosenRuntime]]:
     """(NVML snapshot, engine -> (runtime, settings)): the device and every engine's runtime checked before any run."""
     base = merge_runtime_block(scenario, options.settings)
     settings_for = {name: RuntimeSettings.from_blocks({**base, "device": options.device, **scenario.engine_block(name).runtime_settings()})
@@ -222,7 +223,7 @@ def recorded_document(scenario: Scenario, plans: list[RunPlan]) -> dict[str, Any
 
 def run_plans(artifact: Artifact, scenario: Scenario, plans: list[RunPlan], split: PreparedSplit,
               runtimes: dict[str, ChosenRuntime], options: RunOptions, reporter: Reporter,
-              gpus: dict[str, Any], previous: list[tuple[RunRecord, EngineResult | None]] | None = None,
+              gpus: NvmlSnapshot, previous: list[tuple[RunRecord, EngineResult | None]] | None = None,
               interrupted: bool = False) -> Outcome:
     """Run ``plans`` into ``artifact``; ``previous`` (record, result) pairs are kept and summarised too.
 
@@ -247,7 +248,7 @@ def artifact_write_error(artifact: Artifact, exc: OSError) -> BadInput:
 
 def _run_plans(artifact: Artifact, scenario: Scenario, plans: list[RunPlan], split: PreparedSplit,
                runtimes: dict[str, ChosenRuntime], options: RunOptions, reporter: Reporter,
-               gpus: dict[str, Any], previous: list[tuple[RunRecord, EngineResult | None]] | None,
+               gpus: NvmlSnapshot, previous: list[tuple[RunRecord, EngineResult | None]] | None,
                interrupted: bool) -> Outcome:
     records: list[RunRecord] = [record for record, _ in previous or []]
     results: dict[str, EngineResult] = {record.run_id: result for record, result in previous or [] if result is not None}

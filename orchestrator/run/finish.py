@@ -13,6 +13,7 @@ from orchestrator.artifacts import Artifact, write_manifest
 from orchestrator.artifacts.layout import SUMMARY
 from orchestrator.artifacts.seal import tampered_run
 from orchestrator.clock import utc_now
+from orchestrator.host.gpus import NvmlSnapshot
 from orchestrator.host.hostinfo import host_facts
 from orchestrator.jsonio import read_json, write_json
 from orchestrator.judge.parity import CrossRun, cross_engine
@@ -87,7 +88,7 @@ def cross_check(records: list[RunRecord], results: Mapping[str, EngineResult]) -
 
 
 def finish(artifact: Artifact, scenario: Scenario, records: list[RunRecord], results: Mapping[str, EngineResult],
-           reporter: Reporter, gpus: dict[str, Any], interrupted: bool) -> Outcome:
+           reporter: Reporter, gpus: NvmlSnapshot, interrupted: bool) -> Outcome:
     """Seals, cross-engine parity, summary and the final manifest."""
     changed = flag_tampered(artifact, records)  # a run whose files changed after it was sealed
     findings = cross_check(records, results)

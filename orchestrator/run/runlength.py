@@ -8,8 +8,8 @@ checks the scenario in minutes; during it the progress line's ETA says how long.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+from orchestrator.host.gpus import NvmlSnapshot
 from orchestrator.scenario import RunPlan, Scenario
 
 
@@ -45,16 +45,16 @@ def matrix_length(scenario: Scenario, plans: list[RunPlan], dataset_samples: int
     return MatrixLength(len(running), tuple(steps for _, steps in known), sum(steps * plan.batch * plan.devices for plan, steps in known))
 
 
-def runs_on_cpu(device: str, runtime: str, gpus: dict[str, Any]) -> bool:
+def runs_on_cpu(device: str, runtime: str, gpus: NvmlSnapshot) -> bool:
     """Whether the engines will run on a CPU: ``--device cpu``, or auto on a host NVML finds no GPU on
     (not for slurm, whose compute nodes this host cannot see)."""
     if device == "cpu":
         return True
-    return device == "auto" and runtime != "slurm" and not gpus.get("gpus")
+    return device == "auto" and runtime != "slurm" and not gpus.gpus
 
 
 def cpu_run_warning(scenario: Scenario, plans: list[RunPlan], dataset_samples: int, device: str, runtime: str,
-                    gpus: dict[str, Any]) -> str | None:
+                    gpus: NvmlSnapshot) -> str | None:
     """The warning before a full-size (not --smoke) scenario runs on a CPU; None otherwise."""
     if scenario.smoke or not runs_on_cpu(device, runtime, gpus):
         return None

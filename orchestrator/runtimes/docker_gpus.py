@@ -65,7 +65,7 @@ def plan_gpus(device: str, visible: Any, host_gpus: int, support: GpuSupport) ->
 
 
 def host_gpu_count() -> int:
-    return len(nvml_snapshot().get("gpus") or [])
+    return len(nvml_snapshot().gpus)
 
 
 def gpu_access(client: Any, visible: tuple[str, ...] | None, device: str) -> GpuAccess:

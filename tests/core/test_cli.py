@@ -34,7 +34,7 @@ def test_bad_input_is_one_line_exit_2(capsys, monkeypatch, data_dir, args, needl
 def test_cuda_requested_without_gpu(capsys, monkeypatch, data_dir, tmp_path):
     from orchestrator.host import gpus
 
-    monkeypatch.setattr(gpus, "nvml_snapshot", lambda: {"available": False, "reason": "no NVIDIA driver", "gpus": []})
+    monkeypatch.setattr(gpus, "nvml_snapshot", lambda: gpus.NvmlSnapshot(False, "no NVIDIA driver"))
     code, _, err = run_cli(capsys, monkeypatch, "scenario", "run", SEED, "--smoke", "--engines", "pytorch", "--device", "cuda",
                            "--runtime", "local", "--out", str(tmp_path))
     assert_one_line_error(code, err, "--device cuda", "no GPU")

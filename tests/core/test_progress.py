@@ -11,6 +11,7 @@ import pytest
 from orchestrator.cli.pace import Mark, Pace, duration_text
 from orchestrator.cli.phases import PhaseBoard
 from orchestrator.cli.reporter import RichReporter
+from orchestrator.host.gpus import GpuFacts, NvmlSnapshot
 from orchestrator.run.runlength import cpu_run_warning, matrix_length, runs_on_cpu
 from orchestrator.scenario import RunPlan, expand, load_scenario
 from tests.core.cli_helpers import FAKE_SCENARIO, run_cli
@@ -18,8 +19,8 @@ from tests.typed_docs import record_of
 
 SEED = str(Path(__file__).resolve().parents[2] / "scenarios" / "cifar_resnet50.yaml")
 
-NO_GPU = {"available": False, "reason": "no NVIDIA driver", "gpus": []}
-ONE_GPU = {"available": True, "reason": None, "gpus": [{"index": 0, "name": "NVIDIA H200"}]}
+NO_GPU = NvmlSnapshot(False, "no NVIDIA driver")
+ONE_GPU = NvmlSnapshot(True, None, (GpuFacts(0, "NVIDIA H200", *([None] * 14), False),))
 PLAN = RunPlan("jax", "fp32", "optimized", 128, 1, 1)
 
 
@@ -120,7 +121,7 @@ def test_cpu_warning_states_the_steps_of_a_full_size_run() -> None:
     ("auto", "local", ONE_GPU, False),  # auto on a GPU host
     ("auto", "slurm", NO_GPU, False),  # the compute nodes' GPUs are not this host's
 ])
-def test_cpu_warning_stays_quiet(device: str, runtime: str, gpus: dict, smoke: bool) -> None:
+def test_cpu_warning_stays_quiet(device: str, runtime: str, gpus: NvmlSnapshot, smoke: bool) -> None:
     scenario = load_scenario(SEED, smoke=smoke)
     assert cpu_run_warning(scenario, expand(scenario), 50000, device, runtime, gpus) is None
     assert runs_on_cpu(device, runtime, gpus) is (device == "cpu")

@@ -51,3 +51,17 @@ def test_facts_refuse_what_cannot_be() -> None:
         ImageFacts("")
     with pytest.raises(ValueError, match="what kind of digest"):
         ImageFacts("sha256:1", base_digest="d")
+
+
+def test_an_nvml_snapshot_keeps_the_records_nvml_block_and_refuses_an_unexplained_absence():
+    from orchestrator.host.gpus import DriverFacts, GpuFacts, NvmlSnapshot
+
+    gpu = GpuFacts(0, "NVIDIA H200", "GPU-1", "0:6.0", "9.0", 150754820096, 700.0, 700.0, 1980, 3201, 1980, 3201, 1980, 1, 0, 1, True)
+    doc = NvmlSnapshot(True, None, (gpu,), DriverFacts("580.159.04", "13.0")).to_json()
+    assert list(doc) == ["available", "reason", "driver", "cuda_driver", "gpus"]
+    assert list(doc["gpus"][0])[:3] == ["index", "name", "uuid"] and doc["gpus"][0]["energy_counter"] is True
+    assert NvmlSnapshot(False, "no NVIDIA driver").to_json() == {"available": False, "reason": "no NVIDIA driver", "gpus": []}
+    with pytest.raises(ValueError, match="reason"):
+        NvmlSnapshot(False, None)
+    with pytest.raises(ValueError, match="no GPU"):
+        NvmlSnapshot(False, "gone", (gpu,))
