@@ -63,6 +63,8 @@ def prepared_mismatches(engine: Any, spec: dict[str, Any]) -> list[str]:
     workload = engine.prepare(typed, data)
     counted = Measurements(steps_done=parity["total_steps"], samples_done=expected_samples(spec), epochs_done=parity["epochs"],
                            batch_max=parity["batch"]["global"])
-    result = {"work": _work(typed, workload, (data.sha256, data.samples), counted, None).to_json()}
+    work = _work(typed, workload, (data.sha256, data.samples), counted, None).to_json()
+    result = {"schema_version": 1, "run_id": typed.run_id, "engine": typed.engine, "status": "ok",
+              "environment": {"device_kind": "cpu"}, "work": work}
     # no step ran, so there are no block losses to check: only the read-back work fields count here
     return [m["field"] for m in check_against_spec(spec, result, "cpu") if m["field"] != "measurements.block_losses"]
