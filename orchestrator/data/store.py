@@ -58,7 +58,7 @@ class SplitEntry:
     samples: int
     class_counts: tuple[int, ...] = ()
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, str | int | list[int]]:
         return {"folder": self.folder, "sha256": self.sha256, "samples": self.samples, "class_counts": list(self.class_counts)}
 
 
@@ -92,14 +92,11 @@ class PreparedRecord:
 
     def to_json(self) -> dict[str, Any]:
         """The file's document (the keys in the order bench has always written them)."""
-        doc: dict[str, Any] = {"name": self.name, "geometry": list(self.geometry), "num_classes": self.num_classes}
-        if self.class_names is not None:
-            doc["class_names"] = list(self.class_names)
-        doc.update(synthetic=self.synthetic, source=self.source)
-        if self.prepared_at is not None:
-            doc["prepared_at"] = self.prepared_at
-        doc["splits"] = {name: entry.to_json() for name, entry in self.splits.items()}
-        return doc
+        return {"name": self.name, "geometry": list(self.geometry), "num_classes": self.num_classes,
+                **({"class_names": list(self.class_names)} if self.class_names is not None else {}),
+                "synthetic": self.synthetic, "source": self.source,
+                **({"prepared_at": self.prepared_at} if self.prepared_at is not None else {}),
+                "splits": {name: entry.to_json() for name, entry in self.splits.items()}}
 
     def names(self) -> list[str]:
         """The class names (the class indices as text where the dataset has none)."""
