@@ -68,9 +68,9 @@ def engine_metadata_files() -> list[Path]:
     return files
 
 
-def _precisions(declared: Iterable[str], meta_file: Path) -> tuple[str, ...]:
-    """The precision names an engine supports (engine.yaml's ``precisions``), each a name of bench_engine.precision."""
-    precisions = tuple(declared)
+def _precisions(declared: Iterable[str] | None, meta_file: Path) -> tuple[str, ...]:
+    """The precision names an engine supports (engine.yaml's ``precisions``, default fp32), each a name of bench_engine.precision."""
+    precisions = tuple(declared if declared is not None else ["fp32"])
     unknown = sorted(set(precisions) - set(PRECISION_NAMES))
     if unknown:
         raise BadInput(f"{meta_file}: precisions: {', '.join(unknown)} not a precision name (known: {', '.join(PRECISION_NAMES)})")
@@ -85,7 +85,7 @@ def discover() -> dict[str, EngineInfo]:
         meta = yaml.safe_load(meta_file.read_text()) or {}
         folder = meta_file.parent
         requirements = folder / meta["requirements"] if meta.get("requirements") else None
-        precisions = _precisions(meta.get("precisions", ["fp32"]), meta_file)
+        precisions = _precisions(meta.get("precisions"), meta_file)
         options_schema = meta.get("options") or {}
         engines[meta["name"]] = EngineInfo(
             name=meta["name"],

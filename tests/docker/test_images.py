@@ -124,6 +124,13 @@ def test_build_stream_image_id_and_split_lines() -> None:
     assert seen == ["Step 1/1 : FROM x", "Successfully built 0123456789ab"] and stream.image_id == DIGEST and stream.step == (1, 1, "FROM x")
 
 
+def test_stream_chunks() -> None:
+    assert StreamChunk.from_json({"status": "Downloading", "progress": "[==> ]"}) == StreamChunk(text="Downloading [==> ]\n")
+    assert StreamChunk.from_json({"error": "boom ", "aux": {"ID": DIGEST}}) == StreamChunk(error="boom")
+    assert StreamChunk.from_json({"errorDetail": {}}) == StreamChunk(error="unknown error")
+    assert StreamChunk.from_json({"aux": {"ID": DIGEST}, "stream": ""}) == StreamChunk(image_id=DIGEST)
+
+
 def test_failed_build_is_a_one_line_bad_input() -> None:
     class API:
         def build(self, **kwargs):
