@@ -13,7 +13,7 @@ import glob
 import os
 import shutil
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from orchestrator.errors import BadInput
 
@@ -23,7 +23,16 @@ RUN_LABEL = "bench.run"
 ENGINE_LABEL = "bench.engine"
 
 
-def hardened_host_config() -> dict[str, Any]:
+class HardenedHostConfig(TypedDict):
+    """The least-privilege part of every bench container's host config (``create_host_config`` keywords)."""
+
+    network_mode: str
+    cap_drop: list[str]
+    security_opt: list[str]
+    privileged: bool
+
+
+def hardened_host_config() -> HardenedHostConfig:
     """The least-privilege part of every bench container's host config."""
     return {"network_mode": "none", "cap_drop": ["ALL"], "security_opt": ["no-new-privileges:true"], "privileged": False}
 
@@ -66,29 +75,49 @@ def connect(timeout: int = CONNECT_TIMEOUT_S) -> Any:
     return client
 
 
-def daemon_status() -> dict[str, Any]:
-    """{'reachable': True, 'version', 'api_version', 'gpu', ...} or {'reachable': False, 'reason'}."""
+@dataclass(frozen=True)
+class DaemonStatus:
+    """The Docker daemon as ``bench env`` reports it: reachable (its version, address, runtimes and GPU
+    support) or not (``reason``)."""
+
+    reachable: bool
+    reason: str | None = None
+    version: str | None = None
+    api_version: str | None = None
+    address: str | None = None
+    runtimes: tuple[str, ...] = ()
+    gpu: bool = False
+    gpu_via: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.reachable == (self.reason is not None):
+            raise ValueError("a daemon is reachable, or not with a reason")
+        if not self.reachable and (self.version or self.api_version or self.address or self.runtimes or self.gpu or self.gpu_via):
+            raise ValueError("an unreachable daemon has no version, address, runtimes or GPU support")
+
+    def to_json(self) -> dict[str, str | bool | list[str] | None]:
+        if not self.reachable:
+            return {"reachable": False, "reason": self.reason}
+        return {"reachable": True, "version": self.version, "api_version": self.api_version, "address": self.address,
+                "runtimes": list(self.runtimes), "gpu": self.gpu, "gpu_via": self.gpu_via}
+
+
+def daemon_status() -> DaemonStatus:
+    """Whether the daemon answers, and what it says of itself."""
     try:
         client = connect()
     except BadInput as exc:
-        return {"reachable": False, "reason": str(exc)}
+        return DaemonStatus(False, str(exc))
     try:
         info = client.info()
         version = client.version()
     except Exception as exc:
-        return {"reachable": False, "reason": _reason(exc)}
+        return DaemonStatus(False, _reason(exc))
     finally:
         client.close()
     support = gpu_support(info, is_local_daemon())
-    return {
-        "reachable": True,
-        "version": version.get("Version"),
-        "api_version": version.get("ApiVersion"),
-        "address": daemon_address(),
-        "runtimes": sorted(info.get("Runtimes") or {}),
-        "gpu": support.available,
-        "gpu_via": support.how,
-    }
+    return DaemonStatus(True, None, version.get("Version"), version.get("ApiVersion"), daemon_address(),
+                        tuple(sorted(info.get("Runtimes") or {})), support.available, support.how)
 
 
 def is_local_daemon() -> bool:

@@ -73,10 +73,11 @@ def list_(wide: bool = WideOption, as_json: bool = typer.Option(False, "--json",
     from orchestrator.data.store import dataset_cache_root, list_splits
 
     rows = [{
-        "name": meta["name"], "split": meta["split"], "samples": meta["samples"], "shape": meta.get("shape"),
-        "sha256": meta["sha256"], "synthetic": meta.get("synthetic", False), "subset_of": (meta.get("subset_of") or {}).get("sha256"),
-        "prepared": meta["prepared"], "path": meta["path"],
-    } for meta in list_splits()]
+        "name": row.meta.about.name, "split": row.meta.about.split, "samples": row.meta.samples, "shape": list(row.meta.shape),
+        "sha256": row.meta.sha256, "synthetic": row.meta.about.synthetic,
+        "subset_of": row.meta.about.subset_of.sha256 if row.meta.about.subset_of is not None else None,
+        "prepared": row.prepared, "path": str(row.path),
+    } for row in list_splits()]
     if as_json:
         print_json({"cache": str(dataset_cache_root()), "splits": rows})
         return

@@ -39,7 +39,7 @@ def docker_status() -> dict:
         from orchestrator.docker_client import daemon_status
     except ImportError:
         return {"reachable": False, "reason": "docker runtime not installed"}
-    return daemon_status()
+    return daemon_status().to_json()
 
 
 @env_app.callback()

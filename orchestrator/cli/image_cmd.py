@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
@@ -16,6 +16,9 @@ from orchestrator.reports.formats import DASH
 from orchestrator.reports.model import Table
 from orchestrator.reports.views import Field, view
 from orchestrator.terminal import markup
+
+if TYPE_CHECKING:
+    from orchestrator.imagebuild.lock import LockEntry
 
 image_app = typer.Typer(help="Build, list, inspect and bump the engines' pinned container images.", no_args_is_help=True)
 
@@ -59,13 +62,13 @@ class RichBuildReporter:
         self.progress.update(self.task, total=total, completed=number - 1, description=f"{self.engine} {markup(short)}")
 
 
-def _summary(entry: dict[str, Any]) -> str:
-    base = entry["base"]
-    return (f"[green]built[/] {markup(entry['image'])} = {markup(entry['image_id'])}\n"
-            f"  base {markup(base['ref'])}" + (f" ({markup(base['digest'])})" if base["digest"] and base["digest"] not in base["ref"] else "")
-            + ("" if base["pinned"] else " [yellow](not pinned by digest)[/]") + "\n"
-            + markup(f"  {entry.get('framework') or 'framework'} {entry.get('framework_version')}, CUDA {entry.get('cuda') or '-'}, "
-                     f"cuDNN {entry.get('cudnn') or '-'}, Python {entry.get('python')}, engine library {entry.get('engine_version')}"))
+def _summary(entry: LockEntry) -> str:
+    base = entry.base
+    return (f"[green]built[/] {markup(entry.image)} = {markup(entry.image_id)}\n"
+            f"  base {markup(base.ref)}" + (f" ({markup(base.digest)})" if base.digest and base.digest not in base.ref else "")
+            + ("" if base.pinned else " [yellow](not pinned by digest)[/]") + "\n"
+            + markup(f"  {entry.framework or 'framework'} {entry.framework_version}, CUDA {entry.cuda or '-'}, "
+                     f"cuDNN {entry.cudnn or '-'}, Python {entry.python}, engine library {entry.engine_version}"))
 
 
 @image_app.command("build")
@@ -90,7 +93,7 @@ def build(
     for name in engines:
         with RichBuildReporter(name, quiet or as_json) as reporter:
             built = build_engine_image(name, base, pinned_only=require_pinned, nocache=no_cache, reporter=reporter)
-        entries.append(built.entry)
+        entries.append(built.entry.to_json())
         if not as_json:
             err.print(_summary(built.entry))
             err.print(f"  recorded in {markup(built.lock)}")
@@ -115,7 +118,7 @@ def bump(
     with RichBuildReporter(engine, quiet or as_json) as reporter:
         built = bump_engine_image(engine, base, pinned_only=require_pinned, nocache=no_cache, reporter=reporter)
     if as_json:
-        print_json(built.entry)
+        print_json(built.entry.to_json())
         return
     err.print(_summary(built.entry))
     err.print(f"  recorded in {markup(built.lock)}; images/{engine}/image.yaml and Dockerfile updated (commit them with the lock)")
@@ -127,7 +130,7 @@ def list_cmd(lock: Path = LockOption, wide: bool = WideOption, as_json: bool = A
     from orchestrator.imagebuild.inspect import image_rows
 
     _use_lock(lock)
-    rows = image_rows()
+    rows = [row.to_json() for row in image_rows()]
     if as_json:
         print_json(rows)
         return
@@ -156,7 +159,7 @@ def inspect_cmd(engine: str = typer.Argument(..., help="Engine whose image to de
     from orchestrator.imagebuild.inspect import inspect_image
 
     _use_lock(lock)
-    facts = inspect_image(engine)
+    facts = inspect_image(engine).to_json()
     if as_json:
         print_json(facts)
         return

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from orchestrator.data.fetch import download, is_url, read_tar_members, split_fragment, verify_checksum
+from orchestrator.data.splitmeta import ArchiveMembers, SplitDescription
 from orchestrator.data.store import (
     DOWNLOADS,
     PreparedRecord,
@@ -168,10 +169,9 @@ def prepare(info, source: str | None, sha256: str | None, geometry: tuple[int, i
                 writer.labels[offset:offset + count] = labels
                 offset += count
             counts = class_counts(writer.labels, CLASSES)
-            folder, split_sha = writer.seal({
-                "name": info.name, "split": split, "synthetic": False, "num_classes": CLASSES, "class_names": label_names,
-                "class_counts": counts, "source": {"archive_sha256": expected, "members": names},
-            })
+            folder, split_sha = writer.seal(SplitDescription(
+                info.name, split, False, CLASSES, class_names=tuple(label_names), class_counts=tuple(counts),
+                source=ArchiveMembers(expected, tuple(names))))
         splits[split] = SplitEntry(folder.name, split_sha, total, tuple(counts))
         del batches
     record = PreparedRecord(

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from orchestrator.data.fetch import is_url
+from orchestrator.data.splitmeta import FolderFiles, SplitDescription
 from orchestrator.data.store import PreparedRecord, SplitEntry, SplitWriter, class_counts, dataset_cache_root, geometry_tag, read_prepared, write_prepared
 from orchestrator.errors import BadInput
 
@@ -191,10 +192,9 @@ def prepare(info, source: str | None, sha256: str | None, geometry: tuple[int, i
                     writer.labels[start:start + len(chunk)] = [label for _, label in chunk]
                     progress.advance(task, len(chunk))
                 counts = class_counts(writer.labels, len(classes))
-                folder, split_sha = writer.seal({
-                    "name": info.name, "split": split, "synthetic": False, "num_classes": len(classes), "class_names": classes,
-                    "class_counts": counts, "source": {"folder": str(split_dirs[split]), "fingerprint": fingerprint},
-                })
+                folder, split_sha = writer.seal(SplitDescription(
+                    info.name, split, False, len(classes), class_names=tuple(classes), class_counts=tuple(counts),
+                    source=FolderFiles(str(split_dirs[split]), fingerprint)))
             splits[split] = SplitEntry(folder.name, split_sha, len(entries), tuple(counts))
     record = PreparedRecord(
         name=info.name,

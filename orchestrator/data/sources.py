@@ -103,8 +103,8 @@ def prepare_named(name: str, source: str | None = None, sha256: str | None = Non
         stem = synthetic_stem(split, geometry, info.num_classes, count, seed)
         cached = cached and find_cached(dataset_cache_root() / name, stem) is not None
         prepared = prepare_synthetic(name, split, count, geometry, info.num_classes, seed)
-        meta = read_meta(prepared.path) or {}
-        counts = meta.get("class_counts") or class_counts(np.load(prepared.path / "labels.npy"), info.num_classes)
+        meta = read_meta(prepared.path)
+        counts = (meta.class_counts if meta is not None else None) or class_counts(np.load(prepared.path / "labels.npy"), info.num_classes)
         splits[split] = SplitEntry(prepared.path.name, prepared.sha256, prepared.samples, tuple(counts))
     return prepared_facts(PreparedRecord(name, tuple(geometry), info.num_classes, True, {"kind": "synthetic", "seed": seed}, splits, cached=cached))
 

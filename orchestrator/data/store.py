@@ -30,6 +30,7 @@ import numpy as np
 from numpy.lib import format as npformat
 
 from bench_engine.data import CANONICAL_FILES
+from orchestrator.data.splitmeta import SplitDescription, SplitMeta
 from orchestrator.data.synthetic import fill_synthetic
 from orchestrator.errors import BadInput
 
@@ -57,7 +58,7 @@ class SplitEntry:
     samples: int
     class_counts: tuple[int, ...] = ()
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, str | int | list[int]]:
         return {"folder": self.folder, "sha256": self.sha256, "samples": self.samples, "class_counts": list(self.class_counts)}
 
 
@@ -91,14 +92,11 @@ class PreparedRecord:
 
     def to_json(self) -> dict[str, Any]:
         """The file's document (the keys in the order bench has always written them)."""
-        doc: dict[str, Any] = {"name": self.name, "geometry": list(self.geometry), "num_classes": self.num_classes}
-        if self.class_names is not None:
-            doc["class_names"] = list(self.class_names)
-        doc.update(synthetic=self.synthetic, source=self.source)
-        if self.prepared_at is not None:
-            doc["prepared_at"] = self.prepared_at
-        doc["splits"] = {name: entry.to_json() for name, entry in self.splits.items()}
-        return doc
+        return {"name": self.name, "geometry": list(self.geometry), "num_classes": self.num_classes,
+                **({"class_names": list(self.class_names)} if self.class_names is not None else {}),
+                "synthetic": self.synthetic, "source": self.source,
+                **({"prepared_at": self.prepared_at} if self.prepared_at is not None else {}),
+                "splits": {name: entry.to_json() for name, entry in self.splits.items()}}
 
     def names(self) -> list[str]:
         """The class names (the class indices as text where the dataset has none)."""
@@ -174,8 +172,9 @@ class SplitWriter:
         self._images.close()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
-    def seal(self, meta: dict[str, Any]) -> tuple[Path, str]:
-        """Close, write labels and dataset.json, move the split to ``<stem>-<sha12>``; return (folder, sha256)."""
+    def seal(self, about: SplitDescription) -> tuple[Path, str]:
+        """Close, write labels and dataset.json (class counts made here when ``about`` has a class count
+        but none), move the split to ``<stem>-<sha12>``; return (folder, sha256)."""
         if self.written != self.samples:
             raise ValueError(f"{self.written} of {self.samples} rows written")
         self._images.close()
@@ -184,10 +183,11 @@ class SplitWriter:
         with open(self.tmp / "labels.npy", "wb") as handle:
             self._put(handle, buffer.getvalue())
         sha = self._digest.hexdigest()
-        meta = {**meta, "sha256": sha, "samples": self.samples, "shape": list(self.shape)}
-        if "num_classes" in meta and "class_counts" not in meta:
-            meta["class_counts"] = class_counts(self.labels, meta["num_classes"])
-        (self.tmp / META_FILE).write_text(json.dumps(meta, indent=2) + "\n")
+        sealed = None
+        if about.num_classes is not None and about.class_counts is None:
+            sealed = tuple(class_counts(self.labels, about.num_classes))
+        meta = SplitMeta(about, sha, self.samples, self.shape, sealed)
+        (self.tmp / META_FILE).write_text(json.dumps(meta.to_json(), indent=2) + "\n")
         final = self.parent / f"{self.stem}-{sha[:12]}"
         if final.exists():
             shutil.rmtree(self.tmp)
@@ -223,26 +223,27 @@ def _read_rows(path: Path, rows: int, chunk_rows: int):
             done += count
 
 
-def write_canonical(target_parent: Path, stem: str, images: np.ndarray, labels: np.ndarray, meta: dict) -> tuple[Path, str]:
+def write_canonical(target_parent: Path, stem: str, images: np.ndarray, labels: np.ndarray, about: SplitDescription) -> tuple[Path, str]:
     """Write a split from arrays atomically (temporary folder, then rename); return its folder and sha256."""
     with SplitWriter(target_parent, stem, int(labels.shape[0]), tuple(images.shape[1:])) as writer:
         writer.write(images)
         writer.labels[:] = labels
-        return writer.seal(meta)
+        return writer.seal(about)
 
 
-def read_meta(folder: Path) -> dict[str, Any] | None:
+def read_meta(folder: Path) -> SplitMeta | None:
+    """The metadata of a complete split folder (None: incomplete, or no readable dataset.json)."""
     meta_file = folder / META_FILE
     if not (folder.is_dir() and meta_file.is_file() and all((folder / n).is_file() for n in CANONICAL_FILES)):
         return None
     try:
-        return json.loads(meta_file.read_text())
+        return SplitMeta.from_json(json.loads(meta_file.read_text()))
     except ValueError:
         return None
 
 
-def split_of(folder: Path, meta: dict[str, Any]) -> PreparedSplit:
-    return PreparedSplit(meta["name"], meta["split"], folder, meta["sha256"], meta["samples"], meta.get("synthetic", False))
+def split_of(folder: Path, meta: SplitMeta) -> PreparedSplit:
+    return PreparedSplit(meta.about.name, meta.about.split, folder, meta.sha256, meta.samples, meta.about.synthetic)
 
 
 def find_cached(parent: Path, stem: str) -> PreparedSplit | None:
@@ -265,11 +266,19 @@ def load_split(folder: Path) -> PreparedSplit:
     return split_of(folder, meta)
 
 
-def list_splits(root: Path | None = None) -> list[dict[str, Any]]:
-    """Every complete split in the cache: its dataset.json plus ``path`` (and ``prepared`` when a
-    prepared record points at it)."""
+@dataclass(frozen=True)
+class CachedSplit:
+    """A complete split in the cache: its metadata, its folder, and whether a prepared record points at it."""
+
+    meta: SplitMeta
+    path: Path
+    prepared: bool
+
+
+def list_splits(root: Path | None = None) -> list[CachedSplit]:
+    """Every complete split in the cache."""
     root = root or dataset_cache_root()
-    rows: list[dict[str, Any]] = []
+    rows: list[CachedSplit] = []
     if not root.is_dir():
         return rows
     for dataset in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(("_", "."))):
@@ -277,7 +286,7 @@ def list_splits(root: Path | None = None) -> list[dict[str, Any]]:
         for folder in sorted(p for p in dataset.iterdir() if p.is_dir() and not p.name.startswith(".")):
             meta = read_meta(folder)
             if meta is not None:
-                rows.append({**meta, "path": str(folder), "prepared": folder.name in pointed})
+                rows.append(CachedSplit(meta, folder, folder.name in pointed))
     return rows
 
 
@@ -334,8 +343,10 @@ def first_samples(full: PreparedSplit, samples: int | None) -> PreparedSplit:
         return full
     if samples > full.samples:
         raise BadInput(f"workload.dataset.samples: {samples} exceeds the {full.samples} samples of the prepared {full.name}/{full.split}")
-    meta = read_meta(full.path) or {}
-    shape = tuple(meta.get("shape") or ())
+    meta = read_meta(full.path)
+    if meta is None:
+        raise BadInput(f"dataset split {full.path} is missing or incomplete; prepare it again with `bench data prepare`")
+    shape = meta.shape
     stem = f"{full.split}-{geometry_tag(shape)}-first{samples}-of-{full.sha256[:12]}"
     parent = full.path.parent
     cached = find_cached(parent, stem)
@@ -346,8 +357,7 @@ def first_samples(full: PreparedSplit, samples: int | None) -> PreparedSplit:
         for rows in _read_rows(full.path / "images.npy", samples, max(1, _COPY_BYTES // max(1, int(np.prod(shape))))):
             writer.write(rows)
         writer.labels[:] = labels[:samples]
-        keep = {k: v for k, v in meta.items() if k not in ("sha256", "samples", "shape", "class_counts")}
-        folder, sha = writer.seal({**keep, "subset_of": {"sha256": full.sha256, "samples": full.samples, "rule": "first N samples"}})
+        folder, sha = writer.seal(meta.about.cut(meta))
     return PreparedSplit(full.name, full.split, folder, sha, samples, full.synthetic)
 
 
@@ -366,6 +376,5 @@ def prepare_synthetic(name: str, split: str, samples: int, geometry: tuple[int, 
         return cached
     with SplitWriter(parent, stem, samples, tuple(geometry)) as writer:
         fill_synthetic(writer, num_classes, seed)
-        meta = {"name": name, "split": split, "synthetic": True, "seed": seed, "num_classes": num_classes}
-        folder, sha = writer.seal(meta)
+        folder, sha = writer.seal(SplitDescription(name, split, True, num_classes, seed))
     return PreparedSplit(name, split, folder, sha, samples, True)

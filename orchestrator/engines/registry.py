@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -31,7 +32,6 @@ class EngineInfo:
     precisions: tuple[str, ...]
     options_schema: dict[str, Any] = field(default_factory=dict)
     requirements: Path | None = None
-    image: dict[str, Any] = field(default_factory=dict)
     probe_import: bool = False  # the local runtime imports framework_module before a run (it can fail with a reason)
     build: bool = False  # a compiled engine: `bench env create` builds it instead of a venv
     refuse: tuple[RefuseRule, ...] = ()  # option combinations it cannot run (engine.yaml `refuse`)
@@ -68,9 +68,9 @@ def engine_metadata_files() -> list[Path]:
     return files
 
 
-def _precisions(meta: dict[str, Any], meta_file: Path) -> tuple[str, ...]:
-    """The precision names an engine supports (default fp32), each a name of bench_engine.precision."""
-    precisions = tuple(meta.get("precisions", ["fp32"]))
+def _precisions(declared: Iterable[str] | None, meta_file: Path) -> tuple[str, ...]:
+    """The precision names an engine supports (engine.yaml's ``precisions``, default fp32), each a name of bench_engine.precision."""
+    precisions = tuple(declared if declared is not None else ["fp32"])
     unknown = sorted(set(precisions) - set(PRECISION_NAMES))
     if unknown:
         raise BadInput(f"{meta_file}: precisions: {', '.join(unknown)} not a precision name (known: {', '.join(PRECISION_NAMES)})")
@@ -85,7 +85,7 @@ def discover() -> dict[str, EngineInfo]:
         meta = yaml.safe_load(meta_file.read_text()) or {}
         folder = meta_file.parent
         requirements = folder / meta["requirements"] if meta.get("requirements") else None
-        precisions = _precisions(meta, meta_file)
+        precisions = _precisions(meta.get("precisions"), meta_file)
         options_schema = meta.get("options") or {}
         engines[meta["name"]] = EngineInfo(
             name=meta["name"],
@@ -96,7 +96,6 @@ def discover() -> dict[str, EngineInfo]:
             precisions=precisions,
             options_schema=options_schema,
             requirements=requirements,
-            image=meta.get("image") or {},
             probe_import=bool(meta.get("probe_import")),
             build=bool(meta.get("build")),
             refuse=parse_rules(meta, meta_file, options_schema, precisions),

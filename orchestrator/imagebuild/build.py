@@ -24,8 +24,9 @@ from orchestrator.docker_client import connect, find_image
 from orchestrator.errors import BadInput
 from orchestrator.imagebuild import lock as lockfile
 from orchestrator.imagebuild.facts import LABEL_BASE_ID, LABEL_ENGINE, repo_digest
+from orchestrator.imagebuild.lock import LockBase, LockEntry
 from orchestrator.imagebuild.metadata import ENGINE_LIBRARY, ImageMeta, engine_library_version, get_image_meta
-from orchestrator.imagebuild.probe import run_probe
+from orchestrator.imagebuild.probe import ProbeResult, run_probe
 from orchestrator.imagebuild.refs import ImageRef, parse_ref, require_pinned
 
 STEP_RE = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
@@ -54,6 +55,26 @@ class BuildError(BadInput):
     """A failed image build (exit code 2): one line naming the failing step."""
 
 
+@dataclass(frozen=True)
+class StreamChunk:
+    """One decoded chunk of the builder's (or a pull's) JSON stream: an error, the built image's id, a text."""
+
+    error: str | None = None
+    image_id: str | None = None
+    text: str | None = None
+
+    @classmethod
+    def from_json(cls, chunk: Any) -> StreamChunk:
+        if "error" in chunk or "errorDetail" in chunk:
+            detail = chunk.get("errorDetail") or {}
+            return cls(error=str(detail.get("message") or chunk.get("error") or "unknown error").strip())
+        aux = chunk.get("aux")
+        text = chunk.get("stream")
+        if text is None and chunk.get("status"):
+            text = f"{chunk['status']} {chunk.get('progress') or ''}".rstrip() + "\n"
+        return cls(None, str(aux["ID"]) if isinstance(aux, dict) and aux.get("ID") else None, text or None)
+
+
 @dataclass
 class BuildStream:
     """Follows the legacy builder's JSON stream: steps, output lines, the image id, the error."""
@@ -65,17 +86,13 @@ class BuildStream:
     tail: list[str] = field(default_factory=list)
     _pending: str = ""
 
-    def feed(self, chunk: dict[str, Any]) -> None:
-        if "error" in chunk or "errorDetail" in chunk:
-            detail = chunk.get("errorDetail") or {}
-            self.error = str(detail.get("message") or chunk.get("error") or "unknown error").strip()
+    def feed(self, chunk: StreamChunk) -> None:
+        if chunk.error is not None:
+            self.error = chunk.error
             return
-        aux = chunk.get("aux")
-        if isinstance(aux, dict) and aux.get("ID"):
-            self.image_id = aux["ID"]
-        text = chunk.get("stream")
-        if text is None and chunk.get("status"):
-            text = f"{chunk['status']} {chunk.get('progress') or ''}".rstrip() + "\n"
+        if chunk.image_id:
+            self.image_id = chunk.image_id
+        text = chunk.text
         if not text:
             return
         self._pending += text
@@ -188,7 +205,7 @@ def ensure_base(client: Any, ref: ImageRef, reporter: BuildReporter) -> Any:
     stream = BuildStream(reporter)
     try:
         for chunk in client.api.pull(ref.repository, tag=ref.digest or ref.tag or "latest", stream=True, decode=True):
-            stream.feed(chunk)
+            stream.feed(StreamChunk.from_json(chunk))
     except docker.errors.APIError as exc:
         stream.error = str(getattr(exc, "explanation", None) or exc)
     image = find_image(client, str(ref)) if not stream.error else None
@@ -204,9 +221,9 @@ def resolve_base(meta: ImageMeta, base: str | None, pinned_only: bool) -> ImageR
 
 @dataclass
 class Built:
-    entry: dict[str, Any]
+    entry: LockEntry
     lock: Path | None
-    probe: dict[str, Any]
+    probe: ProbeResult
 
 
 def build_engine_image(engine: str, base: str | None = None, *, pinned_only: bool = False, nocache: bool = False,
@@ -230,7 +247,7 @@ def build_engine_image(engine: str, base: str | None = None, *, pinned_only: boo
             raise BuildError(f"image build for '{engine}' reported {image_id} but the daemon does not have it")
         reporter.note(f"built {image.id}; reading its versions from inside")
         probe = run_probe(client, image.id, meta)
-        fatal = {k: v for k, v in (probe.get("errors") or {}).items() if k in ("module", "bench_engine", "adapter", "adapter_spec")}
+        fatal = probe.fatal()
         if fatal:
             _discard(client, image)
             raise BuildError(f"image for '{engine}' built from {ref} cannot run the engine ({'; '.join(fatal.values())[:300]}); "
@@ -240,24 +257,13 @@ def build_engine_image(engine: str, base: str | None = None, *, pinned_only: boo
         server = client.version().get("Version")
     finally:
         client.close()
-    entry = {
-        "engine": engine,
-        "image": meta.tag,
-        "image_id": image.id,
-        "base": {"ref": str(ref), "digest": digest, "image_id": base_image.id, "pinned": ref.pinned},
-        "framework": _framework_name(engine),
-        "framework_version": probe.get("framework_version"),
-        "cuda": probe.get("cuda"),
-        "cudnn": probe.get("cudnn"),
-        "python": probe.get("python"),
-        "os": probe.get("os"),
-        "engine_version": probe.get("engine_version") or engine_version,
-        "built_at": utc_now(),
-        "source_revision": revision,
-        "dockerfile_sha256": hashlib.sha256(meta.dockerfile.read_bytes()).hexdigest(),
-        "docker_server": server,
-        "image_user": str(probe.get("uid")) if probe.get("uid") is not None else None,
-    }
+    entry = LockEntry(
+        engine=engine, image=meta.tag, image_id=image.id, base=LockBase(str(ref), digest, base_image.id, ref.pinned),
+        framework=_framework_name(engine), framework_version=probe.framework_version, cuda=probe.cuda, cudnn=probe.cudnn,
+        python=probe.python, os=probe.os, engine_version=probe.engine_version or engine_version, built_at=utc_now(),
+        source_revision=revision, dockerfile_sha256=hashlib.sha256(meta.dockerfile.read_bytes()).hexdigest(),
+        docker_server=server, image_user=str(probe.uid) if probe.uid is not None else None,
+    )
     path = lockfile.record(entry, lock) if record else None
     return Built(entry, path, probe)
 
@@ -290,7 +296,7 @@ def _build(client: Any, meta: ImageMeta, buildargs: dict[str, str], labels: dict
             network_mode=meta.build_network, decode=True, use_config_proxy=False,
         )
         for chunk in chunks:
-            stream.feed(chunk)
+            stream.feed(StreamChunk.from_json(chunk))
             if stream.error:
                 break
     except docker.errors.APIError as exc:

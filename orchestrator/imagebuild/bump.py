@@ -41,12 +41,12 @@ def bump_engine_image(engine: str, base: str, *, pinned_only: bool = False, noca
         raise BadInput(f"--base: '{base}' is not pinned by digest and no registry digest is known locally (--require-pinned)")
     built = build_engine_image(engine, str(ref), pinned_only=pinned_only, nocache=nocache, reporter=reporter, lock=lock)
     entry = built.entry
-    provides = {
-        "framework": " ".join(str(x) for x in (entry.get("framework"), entry.get("framework_version")) if x),
-        "cuda": entry.get("cuda"), "cudnn": entry.get("cudnn"), "python": entry.get("python"), "os": entry.get("os"),
+    provides: dict[str, str | bool | None] = {
+        "framework": " ".join(str(x) for x in (entry.framework, entry.framework_version) if x),
+        "cuda": entry.cuda, "cudnn": entry.cudnn, "python": entry.python, "os": entry.os,
         "measured": True,
     }
-    note = f"Set by `bench image bump` at {utc_now()}: {how}. provides = measured inside image {entry['image_id'][:19]}."
+    note = f"Set by `bench image bump` at {utc_now()}: {how}. provides = measured inside image {entry.image_id[:19]}."
     set_default_base(meta, ref, note, provides)
     reporter.note(f"images/{engine}/image.yaml and Dockerfile now default to {ref}")
     return built

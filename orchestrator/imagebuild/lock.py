@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +64,58 @@ EMPTY_NOTE = ("Written by 'bench image build' and 'bench image bump' (image id, 
               "framework/CUDA/cuDNN versions read from inside the built image). Commit it after building.")
 
 
+@dataclass(frozen=True)
+class LockBase:
+    """The base an image was built from: its reference, registry digest, local image id, pinned by digest or not."""
+
+    ref: str
+    digest: str | None
+    image_id: str | None
+    pinned: bool
+
+    def to_json(self) -> dict[str, str | bool | None]:
+        return {"ref": self.ref, "digest": self.digest, "image_id": self.image_id, "pinned": self.pinned}
+
+
+@dataclass(frozen=True)
+class LockEntry:
+    """One engine's entry of the lock file (its keys in the order ``bench image build`` writes them)."""
+
+    engine: str
+    image: str
+    image_id: str
+    base: LockBase
+    framework: str | None
+    framework_version: str | None
+    cuda: str | None
+    cudnn: str | None
+    python: str | None
+    os: str | None
+    engine_version: str | None
+    built_at: str
+    source_revision: str
+    dockerfile_sha256: str | None = None
+    docker_server: str | None = None
+    image_user: str | None = None
+
+    @classmethod
+    def from_json(cls, doc: Any) -> LockEntry:
+        """An entry of a lock document that passed LOCK_SCHEMA (keys the schema leaves optional read as None)."""
+        base = doc["base"]
+        optional = {key: doc.get(key) for key in ("framework", "python", "os", "engine_version", "dockerfile_sha256", "docker_server", "image_user")}
+        return cls(doc["engine"], doc["image"], doc["image_id"], LockBase(base["ref"], base["digest"], base["image_id"], base["pinned"]),
+                   framework_version=doc["framework_version"], cuda=doc["cuda"], cudnn=doc["cudnn"], built_at=doc["built_at"],
+                   source_revision=doc["source_revision"], **optional)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"engine": self.engine, "image": self.image, "image_id": self.image_id, "base": self.base.to_json(),
+                "framework": self.framework, "framework_version": self.framework_version, "cuda": self.cuda, "cudnn": self.cudnn,
+                "python": self.python, "os": self.os, "engine_version": self.engine_version, "built_at": self.built_at,
+                "source_revision": self.source_revision,
+                **({"dockerfile_sha256": self.dockerfile_sha256} if self.dockerfile_sha256 is not None else {}),  # not nullable
+                "docker_server": self.docker_server, "image_user": self.image_user}
+
+
 def lock_path() -> Path:
     override = os.environ.get(LOCK_ENV)
     return Path(override) if override else images_dir() / LOCK_NAME
@@ -76,7 +129,8 @@ def _check(document: Any, path: Path) -> None:
 
 
 def read_lock(path: Path | None = None) -> dict[str, Any]:
-    """The lock document (an empty one when the file does not exist yet)."""
+    """The lock document as JSON, checked against LOCK_SCHEMA (an empty one when the file does not exist yet);
+    :func:`entries` and :func:`locked` read its entries typed."""
     path = path or lock_path()
     if not path.is_file():
         return {"schema_version": SCHEMA_VERSION, "note": EMPTY_NOTE, "images": {}}
@@ -88,15 +142,21 @@ def read_lock(path: Path | None = None) -> dict[str, Any]:
     return document
 
 
-def locked(engine: str, path: Path | None = None) -> dict[str, Any] | None:
-    return read_lock(path)["images"].get(engine)
+def entries(path: Path | None = None) -> dict[str, LockEntry]:
+    """Every engine's entry of the lock file, by engine."""
+    return {engine: LockEntry.from_json(doc) for engine, doc in read_lock(path)["images"].items()}
 
 
-def record(entry: dict[str, Any], path: Path | None = None) -> Path:
-    """Replace the entry of ``entry['engine']``; write atomically with sorted engines."""
+def locked(engine: str, path: Path | None = None) -> LockEntry | None:
+    return entries(path).get(engine)
+
+
+def record(entry: LockEntry, path: Path | None = None) -> Path:
+    """Replace the entry of ``entry.engine`` (the other entries kept as the file has them); write
+    atomically with sorted engines."""
     path = path or lock_path()
     document = read_lock(path)
-    document["images"][entry["engine"]] = entry
+    document["images"][entry.engine] = entry.to_json()
     document["images"] = dict(sorted(document["images"].items()))
     _check(document, path)
     write_text_atomic(path, json.dumps(document, indent=2) + "\n")

@@ -125,7 +125,7 @@ def _replace_line(text: str, key: str, value: str) -> str:
     return pattern.sub(lambda _: line, text, count=1) if pattern.search(text) else text.rstrip("\n") + "\n" + line + "\n"
 
 
-def set_default_base(meta: ImageMeta, base: ImageRef, note: str, provides: dict[str, Any] | None = None) -> dict[Path, str]:
+def set_default_base(meta: ImageMeta, base: ImageRef, note: str, provides: dict[str, str | bool | None] | None = None) -> dict[Path, str]:
     """Point image.yaml's ``base`` and the Dockerfile's ARG defaults at ``base``.
 
     Returns the previous contents of both files (to restore them if the rebuild fails).

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.docker_client import ENGINE_LABEL, RUN_LABEL, hardened_host_config
@@ -67,28 +68,76 @@ print("BENCH_PROBE " + json.dumps(out), flush=True)
 DEFAULT_FIELDS = {"framework_version": "getattr(module, '__version__', None)"}
 
 
-def probe_spec(meta: ImageMeta) -> dict[str, Any]:
+FATAL = ("module", "bench_engine", "adapter", "adapter_spec")  # errors that mean the image cannot run the engine
+
+
+@dataclass(frozen=True)
+class ProbeSpec:
+    """What the probe imports (``module``, ``adapter``) and the expressions it evaluates (``fields``)."""
+
+    module: str
+    adapter: str
+    fields: dict[str, str]
+
+    def to_json(self) -> dict[str, str | dict[str, str]]:
+        return {"module": self.module, "adapter": self.adapter, "fields": dict(self.fields)}
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """What the probe read inside an image (None: not read), and the errors it met, by what failed."""
+
+    python: str | None = None
+    uid: int | None = None
+    os: str | None = None
+    framework_version: str | None = None
+    cuda: str | None = None
+    cudnn: str | None = None
+    engine_version: str | None = None
+    errors: dict[str, str] = field(default_factory=dict)
+    from_env: tuple[str, ...] = ()  # versions read from NVIDIA's CUDA_VERSION / CUDNN_VERSION
+
+    @classmethod
+    def from_json(cls, doc: Any) -> ProbeResult:
+        """The probe's printed document; ValueError when it is not one."""
+        if not isinstance(doc, dict):
+            raise ValueError("the probe prints a JSON object")
+
+        def text(key: str) -> str | None:
+            value = doc.get(key)
+            return None if value is None else str(value)
+        uid = doc.get("uid")
+        return cls(text("python"), int(uid) if uid is not None else None, text("os"), text("framework_version"), text("cuda"),
+                   text("cudnn"), text("engine_version"), {str(k): str(v) for k, v in (doc.get("errors") or {}).items()},
+                   tuple(str(k) for k in doc.get("from_env") or ()))
+
+    def fatal(self) -> dict[str, str]:
+        """The errors that mean the image cannot run the engine (its framework, the engine library or the adapter)."""
+        return {key: value for key, value in self.errors.items() if key in FATAL}
+
+
+def probe_spec(meta: ImageMeta) -> ProbeSpec:
     fields = {k: v for k, v in meta.probe.items() if k != "module"}
-    return {"module": meta.probe.get("module", meta.module), "adapter": meta.module, "fields": {**DEFAULT_FIELDS, **fields}}
+    return ProbeSpec(meta.probe.get("module", meta.module), meta.module, {**DEFAULT_FIELDS, **fields})
 
 
-def parse_probe_output(text: str) -> dict[str, Any] | None:
+def parse_probe_output(text: str) -> ProbeResult | None:
     for line in reversed(text.splitlines()):
         if line.startswith(MARKER):
             try:
-                return json.loads(line[len(MARKER):])
-            except ValueError:
+                return ProbeResult.from_json(json.loads(line[len(MARKER):]))
+            except (ValueError, TypeError, AttributeError):
                 return None
     return None
 
 
-def run_probe(client: Any, image_id: str, meta: ImageMeta) -> dict[str, Any]:
+def run_probe(client: Any, image_id: str, meta: ImageMeta) -> ProbeResult:
     """Run the probe in a throw-away, network-less, capability-less container; always remove it."""
     api = client.api
     container = api.create_container(
         image_id,
         entrypoint=["python3", "-c", PROBE_SOURCE],
-        command=[json.dumps(probe_spec(meta))],
+        command=[json.dumps(probe_spec(meta).to_json())],
         environment={"NVIDIA_VISIBLE_DEVICES": "void", "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONDONTWRITEBYTECODE": "1"},
         labels={RUN_LABEL: f"image-probe:{meta.engine}", ENGINE_LABEL: meta.engine},
         host_config=api.create_host_config(**hardened_host_config()),

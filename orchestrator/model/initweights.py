@@ -99,13 +99,13 @@ def write_safetensors(path: Path, tensors: dict[str, np.ndarray], metadata: dict
     arbitrarily, and pads differently (checked with safetensors 0.8.0: other bytes). The
     ``safetensors`` package then reads the file back (``verify_safetensors``) before it is put in place.
     """
-    header: dict[str, Any] = {"__metadata__": metadata}
+    entries: dict[str, dict[str, str | list[int]]] = {}
     offset = 0
     for name, value in tensors.items():
         size = value.size * 4
-        header[name] = {"dtype": "F32", "shape": list(value.shape), "data_offsets": [offset, offset + size]}
+        entries[name] = {"dtype": "F32", "shape": list(value.shape), "data_offsets": [offset, offset + size]}
         offset += size
-    blob = json.dumps(header, separators=(",", ":")).encode()
+    blob = json.dumps({"__metadata__": metadata, **entries}, separators=(",", ":")).encode()
     blob += b" " * (-len(blob) % 8)  # safetensors pads the header to 8 bytes
     tmp = path.with_name(f".{path.name}.tmp")
     try:
@@ -164,7 +164,7 @@ def place_in_run(source: Path, run_dir: Path) -> Path:
 _WRITTEN: dict[tuple[str, str, int, int, int], str] = {}
 
 
-def shared_init(root: Path, workload: dict[str, Any], run_dir: Path | None = None) -> dict[str, Any] | None:
+def shared_init(root: Path, workload: dict[str, Any], run_dir: Path | None = None) -> dict[str, str] | None:
     """The spec's ``parity.init`` block for ``workload`` in the artifact at ``root`` (None: framework).
 
     Shared: the artifact's file is written on first use (its hash remembered for the session) and

@@ -77,9 +77,9 @@ def test_an_engine_yaml_with_an_unknown_precision_is_refused(tmp_path: Path) -> 
     from orchestrator.engines.registry import _precisions
     from orchestrator.errors import BadInput
 
-    assert _precisions({}, tmp_path / "engine.yaml") == ("fp32",)
+    assert _precisions(None, tmp_path / "engine.yaml") == ("fp32",)
     with pytest.raises(BadInput, match="precisions: fp8 not a precision name"):
-        _precisions({"precisions": ["fp32", "fp8"]}, tmp_path / "engine.yaml")
+        _precisions(["fp32", "fp8"], tmp_path / "engine.yaml")
 
 
 def test_parity_derives_from_the_registry(monkeypatch: pytest.MonkeyPatch) -> None:

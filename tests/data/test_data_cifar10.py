@@ -241,7 +241,7 @@ def test_list_shows_prepared_and_synthetic(bench, cache, cifar_archive):
     assert {k: v["samples"] for k, v in real.items()} == {"train": 100, "test": 20}
     assert all(r["prepared"] for r in real.values())
     assert {k: v["samples"] for k, v in synthetic.items()} == {"train": 16, "test": 16}
-    assert {r["sha256"] for r in rows} == {s["sha256"] for s in list_splits()}
+    assert {r["sha256"] for r in rows} == {s.meta.sha256 for s in list_splits()}
     table = bench("data", "list")
     assert table.code == 0 and "cifar10" in table.stdout and "real (prepared)" in table.stdout and "synthetic" in table.stdout
 

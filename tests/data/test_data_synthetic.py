@@ -11,6 +11,7 @@ import pytest
 
 from bench_engine.data import split_sha256
 from orchestrator.data.sources import prepare_split
+from orchestrator.data.splitmeta import SplitDescription
 from orchestrator.data.store import SplitWriter, write_canonical
 from orchestrator.data.synthetic import chunk_rows, fill_synthetic, synthetic_split
 
@@ -33,7 +34,7 @@ def test_streamed_generation_equals_one_shot(tmp_path, geometry, rows):
     images, labels = synthetic_split(37, *geometry, 10, 5)
     with SplitWriter(tmp_path, "s", 37, geometry) as writer:
         fill_synthetic(writer, 10, 5, rows=rows)
-        folder, sha = writer.seal({"name": "x", "split": "train", "num_classes": 10})
+        folder, sha = writer.seal(SplitDescription("x", "train", False, 10))
     assert sha == canonical_sha(images, labels) == split_sha256(folder)
     np.testing.assert_array_equal(np.load(folder / "images.npy"), images)
     np.testing.assert_array_equal(np.load(folder / "labels.npy"), labels)
@@ -48,7 +49,7 @@ def test_chunk_rows_are_multiples_of_8(tmp_path):
 
 def test_write_canonical_matches_np_save(tmp_path):
     images, labels = synthetic_split(10, 4, 4, 3, 3, 1)
-    folder, sha = write_canonical(tmp_path, "w", images, labels, {"name": "x", "split": "test"})
+    folder, sha = write_canonical(tmp_path, "w", images, labels, SplitDescription("x", "test", False))
     assert sha == canonical_sha(images, labels)
     assert (folder / "images.npy").read_bytes() == _npy_bytes(images)
 
@@ -77,7 +78,7 @@ def test_failed_write_leaves_nothing(tmp_path):
     assert list(tmp_path.iterdir()) == []
     with SplitWriter(tmp_path, "short", 4, (2, 2, 3)) as writer, pytest.raises(ValueError, match="2 of 4 rows"):
         writer.write(np.zeros((2, 2, 2, 3), np.uint8))
-        writer.seal({})
+        writer.seal(SplitDescription("x", "test", False))
 
 
 def test_cli_prepare_synthetic_imagenet(bench, cache):

@@ -13,6 +13,8 @@ import orchestrator.imagebuild.bump as bump_module
 import orchestrator.imagebuild.metadata as metadata
 from orchestrator.errors import BadInput
 from orchestrator.imagebuild.build import BuildError, Built
+from orchestrator.imagebuild.lock import LockBase, LockEntry
+from orchestrator.imagebuild.probe import ProbeResult
 from tests.docker.conftest import REPO, FakeClient, FakeImage
 
 DIGEST = "sha256:" + "c" * 64
@@ -29,10 +31,9 @@ def images(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def _fake_build(calls: list):
     def build(engine, base, **kwargs):
         calls.append((engine, base, kwargs.get("pinned_only")))
-        entry = {"engine": engine, "image": f"bench/{engine}:latest", "image_id": "sha256:" + "d" * 64, "framework": "JAX",
-                 "framework_version": "0.11.0", "cuda": "13.4", "cudnn": "9.20.0", "python": "3.12.3", "os": "Ubuntu 24.04.3 LTS",
-                 "base": {"ref": base, "digest": DIGEST, "image_id": "sha256:" + "e" * 64, "pinned": True}}
-        return Built(entry, None, {})
+        entry = LockEntry(engine, f"bench/{engine}:latest", "sha256:" + "d" * 64, LockBase(base, DIGEST, "sha256:" + "e" * 64, True),
+                          "JAX", "0.11.0", "13.4", "9.20.0", "3.12.3", "Ubuntu 24.04.3 LTS", None, "2026-01-01T00:00:00Z", "abc")
+        return Built(entry, None, ProbeResult())
     return build
 
 

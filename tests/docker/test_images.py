@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -17,13 +18,14 @@ import yaml
 
 from orchestrator.errors import BadInput
 from orchestrator.imagebuild import lock as lockfile
-from orchestrator.imagebuild.build import BuildError, BuildStream, QuietReporter, _build, build_context
+from orchestrator.imagebuild.build import BuildError, BuildStream, QuietReporter, StreamChunk, _build, build_context
 from orchestrator.imagebuild.metadata import _load, dockerfile_default_base, get_image_meta, image_engines, set_default_base
-from orchestrator.imagebuild.probe import parse_probe_output, probe_spec
+from orchestrator.imagebuild.probe import ProbeResult, parse_probe_output, probe_spec
 from orchestrator.imagebuild.refs import parse_ref, require_pinned
 from tests.docker.conftest import REPO
 
 DIGEST = "sha256:" + "0123456789abcdef" * 4
+ENTRY_KEYS = tuple(lockfile.ENTRY_SCHEMA["properties"])  # the order bench image build writes an entry's keys in
 
 
 def bench(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -103,7 +105,7 @@ def test_build_stream_names_the_failing_step() -> None:
     for chunk in ({"stream": "Step 1/4 : ARG BASE=x\n"}, {"stream": "Step 2/4 : FROM ${BASE}\n ---> 1234\n"},
                   {"stream": "Step 3/4 : COPY common/bench_engine /opt/bench/lib/bench_engine\n"},
                   {"errorDetail": {"message": "COPY failed: file not found in build context"}, "error": "COPY failed"}):
-        stream.feed(chunk)
+        stream.feed(StreamChunk.from_json(chunk))
     message = stream.failure("pytorch")
     assert message == ("image build for 'pytorch' failed at step 3/4 (COPY common/bench_engine /opt/bench/lib/bench_engine): "
                        "COPY failed: file not found in build context")
@@ -118,8 +120,15 @@ def test_build_stream_image_id_and_split_lines() -> None:
 
     stream = BuildStream(Lines())
     for chunk in ({"stream": "Step 1/1 : FR"}, {"stream": "OM x\n"}, {"aux": {"ID": DIGEST}}, {"stream": "Successfully built 0123456789ab\n"}):
-        stream.feed(chunk)
+        stream.feed(StreamChunk.from_json(chunk))
     assert seen == ["Step 1/1 : FROM x", "Successfully built 0123456789ab"] and stream.image_id == DIGEST and stream.step == (1, 1, "FROM x")
+
+
+def test_stream_chunks() -> None:
+    assert StreamChunk.from_json({"status": "Downloading", "progress": "[==> ]"}) == StreamChunk(text="Downloading [==> ]\n")
+    assert StreamChunk.from_json({"error": "boom ", "aux": {"ID": DIGEST}}) == StreamChunk(error="boom")
+    assert StreamChunk.from_json({"errorDetail": {}}) == StreamChunk(error="unknown error")
+    assert StreamChunk.from_json({"aux": {"ID": DIGEST}, "stream": ""}) == StreamChunk(image_id=DIGEST)
 
 
 def test_failed_build_is_a_one_line_bad_input() -> None:
@@ -150,9 +159,12 @@ def test_build_context_holds_only_the_library_and_the_engine() -> None:
 
 def test_probe_spec_and_output() -> None:
     spec = probe_spec(get_image_meta("pytorch"))
-    assert spec["module"] == "torch" and spec["adapter"] == "bench_pytorch" and set(spec["fields"]) >= {"framework_version", "cuda", "cudnn"}
-    assert parse_probe_output("noise\nBENCH_PROBE {\"cuda\": \"13.0\"}\n") == {"cuda": "13.0"}
-    assert parse_probe_output("Traceback ...") is None
+    assert spec.module == "torch" and spec.adapter == "bench_pytorch" and set(spec.fields) >= {"framework_version", "cuda", "cudnn"}
+    assert list(spec.to_json()) == ["module", "adapter", "fields"]
+    assert parse_probe_output("noise\nBENCH_PROBE {\"cuda\": \"13.0\"}\n") == ProbeResult(cuda="13.0")
+    assert parse_probe_output("Traceback ...") is None and parse_probe_output("BENCH_PROBE [1]") is None
+    found = parse_probe_output('BENCH_PROBE {"uid": 0, "errors": {"adapter": "x is not importable", "cuda": "no"}, "from_env": ["cudnn"]}')
+    assert found is not None and found.uid == 0 and found.fatal() == {"adapter": "x is not importable"} and found.from_env == ("cudnn",)
 
 
 def test_probe_runs_against_the_local_python() -> None:
@@ -161,20 +173,22 @@ def test_probe_runs_against_the_local_python() -> None:
     from orchestrator.imagebuild.probe import PROBE_SOURCE
 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "images" / "common"), str(REPO / "images" / "pytorch")])}
-    proc = subprocess.run([sys.executable, "-c", PROBE_SOURCE, json.dumps(probe_spec(get_image_meta("pytorch")))],
+    proc = subprocess.run([sys.executable, "-c", PROBE_SOURCE, json.dumps(probe_spec(get_image_meta("pytorch")).to_json())],
                           capture_output=True, text=True, env=env, timeout=120)
     found = parse_probe_output(proc.stdout)
     import torch
 
-    assert found and found["framework_version"] == torch.__version__ and found["engine_version"] and not found["errors"]
+    assert found and found.framework_version == torch.__version__ and found.engine_version and not found.errors
 
 
 # -- the lock file ------------------------------------------------------------------------------
 
-def _entry(engine: str = "pytorch") -> dict:
-    return {"engine": engine, "image": f"bench/{engine}:latest", "image_id": DIGEST,
-            "base": {"ref": "b:1", "digest": None, "image_id": DIGEST, "pinned": False},
-            "framework_version": "2.13.0", "cuda": None, "cudnn": None, "built_at": "2026-01-01T00:00:00Z", "source_revision": "abc"}
+def _entry(engine: str = "pytorch") -> lockfile.LockEntry:
+    return lockfile.LockEntry.from_json({
+        "engine": engine, "image": f"bench/{engine}:latest", "image_id": DIGEST,
+        "base": {"ref": "b:1", "digest": None, "image_id": DIGEST, "pinned": False},
+        "framework_version": "2.13.0", "cuda": None, "cudnn": None, "built_at": "2026-01-01T00:00:00Z", "source_revision": "abc",
+        "dockerfile_sha256": "f" * 64})
 
 
 def test_lock_record_and_read(tmp_path: Path) -> None:
@@ -183,9 +197,11 @@ def test_lock_record_and_read(tmp_path: Path) -> None:
     lockfile.record(_entry("pytorch"), path)
     lockfile.record(_entry("jax"), path)
     document = json.loads(path.read_text())
-    assert list(document["images"]) == ["jax", "pytorch"] and lockfile.locked("pytorch", path)["image_id"] == DIGEST
-    bad = _entry()
-    bad["image_id"] = "not-a-digest"
+    assert list(document["images"]) == ["jax", "pytorch"] and lockfile.locked("pytorch", path) == _entry("pytorch")
+    assert list(document["images"]["jax"]) == list(ENTRY_KEYS) and document["images"]["jax"]["base"]["ref"] == "b:1"
+    lockfile.record(replace(_entry("tensorflow"), dockerfile_sha256=None), path)  # a key the schema lets an entry lack
+    assert "dockerfile_sha256" not in json.loads(path.read_text())["images"]["tensorflow"]
+    bad = replace(_entry(), image_id="not-a-digest")
     with pytest.raises(BadInput, match="image_id"):
         lockfile.record(bad, path)
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.docker_client import NO_GPU_SUPPORT, GpuSupport, gpu_support
+from orchestrator.docker_client import NO_GPU_SUPPORT, DaemonStatus, GpuSupport, gpu_support
 from orchestrator.errors import BadInput
 from orchestrator.runtimes.base import RunPaths
 from orchestrator.runtimes.docker import DockerRuntime
@@ -127,6 +127,19 @@ def test_gpu_support_from_daemon_info(tmp_path: Path) -> None:
     spec_dir.mkdir()
     (spec_dir / "nvidia.yaml").write_text("cdiVersion: 0.5.0\n")
     assert gpu_support({"Runtimes": {}, "CDISpecDirs": [str(spec_dir)]}, local=True).mode in ("cdi", "nvidia")
+
+
+def test_daemon_status_documents_and_checks() -> None:
+    up = DaemonStatus(True, None, "28.0", "1.48", "unix:///var/run/docker.sock", ("nvidia", "runc"), True, "nvidia runtime")
+    assert list(up.to_json()) == ["reachable", "version", "api_version", "address", "runtimes", "gpu", "gpu_via"]
+    assert up.to_json()["runtimes"] == ["nvidia", "runc"]
+    assert DaemonStatus(False, "connection refused").to_json() == {"reachable": False, "reason": "connection refused"}
+    with pytest.raises(ValueError, match="with a reason"):
+        DaemonStatus(False)
+    with pytest.raises(ValueError, match="with a reason"):
+        DaemonStatus(True, "but why")
+    with pytest.raises(ValueError, match="no version"):
+        DaemonStatus(False, "down", version="28.0")
 
 
 def test_paths_inside_the_container(tmp_path: Path) -> None:
