@@ -587,3 +587,17 @@ def test_cudnn_is_initialised_before_command_buffers_on_a_gpu_only(monkeypatch: 
     assert prepare.ready_for_command_buffers(off, spec, "cuda", ["gpu0"]) == "" and called == [["gpu0"]]
     monkeypatch.undo()
     dnn.initialise_dnn(jax.devices("cpu")[:1])
+
+
+@pytest.mark.parametrize("mode", ["infer", "train"])
+def test_sync_waits_for_the_logits_alone_in_inference(monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
+    import jax
+
+    from bench_jax.workload import JaxWorkload
+
+    waited: list[object] = []
+    monkeypatch.setattr(jax, "block_until_ready", waited.append)
+    workload = JaxWorkload(trainable_parameters=0, precision=None, data_placement="device", mode=mode, state={"params": "every leaf"})  # type: ignore[arg-type]
+    workload._last = "output"
+    workload.sync()
+    assert waited == (["output"] if mode == "infer" else [({"params": "every leaf"}, "output")])

@@ -192,3 +192,19 @@ def test_train_step_learns_and_handles_odd_batches() -> None:
     assert losses[-1] < losses[0] - 0.5, losses  # plain torch: 2.47 -> 1.43 on such a batch
     odd = runner(StepBatch(epoch=1, index=4, start=8, size=4))
     assert odd.shape == () and torch.isfinite(odd)
+
+
+@pytest.mark.parametrize("chunk_bytes", [64 << 20, 7 * 5 * 3 * 2 + 1])  # one chunk; chunks of 2 images and a short last one
+def test_split_normalised_on_the_device_has_the_host_normalisations_bits(monkeypatch: pytest.MonkeyPatch, chunk_bytes: int) -> None:
+    import numpy as np
+    import torch
+
+    from bench_engine.data import normalize
+    from bench_pytorch import batches
+
+    monkeypatch.setattr(batches, "CHUNK_BYTES", chunk_bytes)
+    images = np.random.default_rng(5).integers(0, 256, size=(5, 7, 5, 3), dtype=np.uint8)
+    images.setflags(write=False)  # a memory-mapped split is read-only
+    out = batches.normalized_on(images, torch.device("cpu"))
+    assert out.dtype == torch.float32 and tuple(out.shape) == images.shape
+    assert np.array_equal(out.numpy().view(np.uint32), normalize(images).view(np.uint32))
