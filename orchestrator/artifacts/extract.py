@@ -24,7 +24,7 @@ import tarfile
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import IO, Any
+from typing import IO
 
 from orchestrator.artifacts.layout import MANIFEST
 from orchestrator.artifacts.validate import ArtifactProblem
@@ -102,7 +102,7 @@ class Vetted:
     files: dict[str, int] = field(default_factory=dict)  # archive name (normalised) -> size
     links: dict[str, str] = field(default_factory=dict)  # hard link's name -> the regular file member it links to
     dirs: set[str] = field(default_factory=set)
-    manifest: dict[str, Any] | None = None
+    manifest_read: bool = False  # the manifest was found and read (what it declares is in ``declared``)
     declared: dict[str, int] | None = None  # artifact path -> bytes, once the manifest is read
     decompressed: int = 0
 
@@ -137,7 +137,7 @@ def _read_manifest(raw: bytes, top: str, vetted: Vetted) -> ArtifactProblem | No
         validate(manifest, "manifest")
     except (ValueError, SchemaError, RecursionError) as exc:
         return ArtifactProblem(MANIFEST, f"invalid: {exc}")
-    vetted.top, vetted.manifest = top, manifest
+    vetted.top, vetted.manifest_read = top, True
     vetted.declared = {entry["path"]: entry["bytes"] for entry in manifest["files"]}
     return None
 
@@ -178,7 +178,7 @@ def _vet(member: tarfile.TarInfo, tar: tarfile.TarFile, vetted: Vetted, seen: se
         return None
     vetted.files[key] = member.size
     top = _manifest_name(member.name)
-    if top is None or vetted.manifest is not None:
+    if top is None or vetted.manifest_read:
         return None
     if member.size > MAX_MANIFEST:
         return ArtifactProblem(member.name, f"a manifest of {member.size} bytes (limit {MAX_MANIFEST})")
@@ -300,7 +300,7 @@ def extract_bounded(path: Path, dest: Path) -> list[ArtifactProblem]:
         return [ArtifactProblem(path.name, f"truncated, corrupt or not a tar archive ({exc.__class__.__name__}: {exc})")]
     if problems:
         return problems
-    if vetted.manifest is None:
+    if not vetted.manifest_read:
         return [ArtifactProblem(path.name, f"no {MANIFEST} at the top of the archive or in its single top folder")]
     problems = _check_against_manifest(vetted, free, dest)
     if problems:

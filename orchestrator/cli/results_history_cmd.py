@@ -139,7 +139,8 @@ def history(scenario: str = typer.Argument(..., help="The scenario whose artifac
     """One metric of every cell (engine, precision, path, batch, devices) across the scenario's artifacts, oldest first:
     the median and spread per artifact, its framework version and label, and the change against the cell's previous
     artifact (e.g. PyTorch 2.10.0 -> 2.11.0: +4.0%)."""
-    from orchestrator.reports.history import METRICS, Filters, history_table, load_history
+    from orchestrator.reports.history import METRICS, Filters, load_history
+    from orchestrator.reports.history_views import history_table
 
     if metric not in METRICS:
         raise BadInput(f"--metric: '{metric}' is not one of {', '.join(METRICS)}")
@@ -157,13 +158,13 @@ def history(scenario: str = typer.Argument(..., help="The scenario whose artifac
         if plot_file is not None and not ok:
             raise BadInput(f"--plot: {why}")
     if plot_file is not None:
-        from orchestrator.reports.history import write_plot
+        from orchestrator.reports.history_views import write_plot
 
         write_plot(doc, plot_file)
     if html_file is not None:
         from orchestrator.clock import utc_now
         from orchestrator.jsonio import write_text_atomic
-        from orchestrator.reports.history import render_history_html
+        from orchestrator.reports.history_views import render_history_html
 
         write_text_atomic(html_file, render_history_html(doc, utc_now()))
     if as_json:

@@ -35,6 +35,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from orchestrator.host.gpus import (
+    DriverFacts,
+    GpuFacts,
     GpuRequest,
     device_facts,
     driver_facts,
@@ -108,6 +110,62 @@ class Sample:
         return ["" if value is None else value for value in (getattr(self, column) for column in CSV_COLUMNS)]
 
 
+class GpuFactsBlock(NamedTuple):
+    """The driver and the sampled GPUs' static facts: the summary's ``driver``, ``cuda_driver`` and ``devices``."""
+
+    driver: DriverFacts
+    devices: tuple[GpuFacts, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self.driver), "devices": [device.to_json() for device in self.devices]}
+
+
+@dataclass(frozen=True)
+class TelemetrySummary:
+    """What the GPU monitor observed of one run (the record's ``telemetry.gpu`` block), or why it could not."""
+
+    available: bool
+    reason: str | None
+    csv: str | None = None
+    interval_s: float | None = None
+    duration_s: float | None = None
+    samples: int = 0
+    gpus: tuple[int, ...] = ()
+    power_w: tuple[float | None, float | None] = (None, None)  # (mean, max) of the per-tick total over GPUs
+    util_pct: tuple[float | None, float | None] = (None, None)  # (mean, max) of the per-tick mean over GPUs
+    mem_used_max_bytes: int | None = None
+    temperature_max_c: float | None = None
+    sm_clock_mean_mhz: float | None = None
+    throttle_reasons_seen: tuple[str, ...] = ()
+    energy_j: float | None = None
+    energy_method: str | None = None
+    per_gpu: tuple[GpuSummary, ...] = ()
+    facts: GpuFactsBlock | None = None
+    notes: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.available and not self.reason:
+            raise ValueError("unavailable telemetry names its reason")
+
+    @classmethod
+    def unavailable(cls, reason: str) -> TelemetrySummary:
+        return cls(False, reason)
+
+    def to_json(self) -> dict[str, Any]:
+        if not self.available:
+            return {"available": False, "reason": self.reason}
+        return {
+            "available": True, "reason": self.reason, "csv": self.csv, "interval_s": self.interval_s,
+            "duration_s": self.duration_s, "samples": self.samples, "gpus": list(self.gpus),
+            "power_w": {"mean": self.power_w[0], "max": self.power_w[1]},
+            "util_pct": {"mean": self.util_pct[0], "max": self.util_pct[1]},
+            "mem_used_max_bytes": self.mem_used_max_bytes, "temperature_max_c": self.temperature_max_c,
+            "sm_clock_mean_mhz": self.sm_clock_mean_mhz, "throttle_reasons_seen": list(self.throttle_reasons_seen),
+            "energy_j": self.energy_j, "energy_method": self.energy_method, "per_gpu": [g.to_json() for g in self.per_gpu],
+            **(self.facts.to_json() if self.facts else {}), "notes": list(self.notes),
+        }
+
+
 class GpuTelemetry:
     """Run monitor: GPU facts and a sampler thread writing ``telemetry.csv`` (see the module doc)."""
 
@@ -118,7 +176,7 @@ class GpuTelemetry:
         self._nvml: Any = None
         self._reason: str | None = "not started"
         self._handles: list[tuple[int, Any]] = []
-        self._facts: dict[str, Any] = {}
+        self._facts: GpuFactsBlock = GpuFactsBlock(DriverFacts(None, None), ())
         self._notes: list[str] = []
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
@@ -136,11 +194,11 @@ class GpuTelemetry:
             self._close_nvml()
             self._reason = f"telemetry could not start ({exc.__class__.__name__}: {exc})"
 
-    def stop(self) -> dict[str, Any]:
+    def stop(self) -> TelemetrySummary:
         try:
             return self._stop_and_summarize()
         except Exception as exc:
-            return {"available": False, "reason": f"telemetry failed ({exc.__class__.__name__}: {exc})"}
+            return TelemetrySummary.unavailable(f"telemetry failed ({exc.__class__.__name__}: {exc})")
         finally:
             self._close_nvml()
 
@@ -172,7 +230,7 @@ class GpuTelemetry:
         if requested_devices(request) is None and used is not None and used < len(handles):
             self._notes.append(f"sampled all {len(handles)} GPUs of the host while the run uses {used}; "
                                "set visible_devices to restrict telemetry and energy to the run's GPUs")
-        self._facts = {**asdict(driver_facts(nvml)), "devices": [device_facts(nvml, i, h).to_json() for i, h in handles]}
+        self._facts = GpuFactsBlock(driver_facts(nvml), tuple(device_facts(nvml, i, h) for i, h in handles))
         energy_call = getattr(nvml, "nvmlDeviceGetTotalEnergyConsumption", None)
         self._energy_start = {i: (nvml_call(energy_call, h) if energy_call else None) for i, h in handles}
         self._csv_path = run_dir / CSV_NAME
@@ -223,9 +281,9 @@ class GpuTelemetry:
         except Exception as exc:
             self._error = f"{exc.__class__.__name__}: {exc}"
 
-    def _stop_and_summarize(self) -> dict[str, Any]:
+    def _stop_and_summarize(self) -> TelemetrySummary:
         if self._thread is None:
-            return {"available": False, "reason": self._reason or "not started"}
+            return TelemetrySummary.unavailable(self._reason or "not started")
         self._stop.set()
         self._thread.join(timeout=10)
         duration = time.monotonic() - self._t0
@@ -294,8 +352,8 @@ def _per_tick(rows: list[Sample]) -> tuple[int, list[float], list[float]]:
 
 
 def summarize_samples(rows: list[Sample], duration_s: float, energy_start: dict[int, Any], energy_end: dict[int, Any],
-                      facts: dict[str, Any], notes: list[str], interval_s: float, error: str | None = None,
-                      csv_name: str | None = CSV_NAME) -> dict[str, Any]:
+                      facts: GpuFactsBlock, notes: list[str], interval_s: float, error: str | None = None,
+                      csv_name: str | None = CSV_NAME) -> TelemetrySummary:
     """The summary stored in run.json: per-tick totals over GPUs, then mean/max; energy in joules."""
     gpus = sorted({row.gpu for row in rows} | set(energy_start))
     ticks, total_power, mean_util = _per_tick(rows)
@@ -306,31 +364,20 @@ def summarize_samples(rows: list[Sample], duration_s: float, energy_start: dict[
     throttles = sorted({name for r in rows for name in throttle_names(r.throttle_reasons)} - {"gpu_idle"})
     temps = [r.temperature_c for r in rows if r.temperature_c is not None]
     clocks = [r.sm_clock_mhz for r in rows if r.sm_clock_mhz is not None]
-    out = {
-        "available": True,
-        "reason": None,
-        "csv": csv_name,
-        "interval_s": interval_s,
-        "duration_s": round(duration_s, 3),
-        "samples": ticks,
-        "gpus": gpus,
-        "power_w": {"mean": _round(_mean(total_power)), "max": _round(max(total_power, default=None))},
-        "util_pct": {"mean": _round(_mean(mean_util), 1), "max": _round(max(mean_util, default=None), 1)},
-        "mem_used_max_bytes": max((g.mem_used_max_bytes for g in per_gpu if g.mem_used_max_bytes is not None), default=None),
-        "temperature_max_c": max(temps, default=None),
-        "sm_clock_mean_mhz": _round(_mean(clocks), 1),
-        "throttle_reasons_seen": throttles,
-        "energy_j": _round(energy_j, 3) if gpus else None,
-        "energy_method": (methods.pop() if len(methods) == 1 else "mixed" if methods else None) if energy_j is not None else None,
-        "per_gpu": [g.to_json() for g in per_gpu],
-        **facts,
-        "notes": list(notes),
-    }
+    notes_out = list(notes)
     if energy_j is None:
-        out["notes"].append("energy not available: the GPU reports neither an energy counter nor power")
+        notes_out.append("energy not available: the GPU reports neither an energy counter nor power")
     if error:
-        out["notes"].append(f"sampler stopped early: {error}")
-    return out
+        notes_out.append(f"sampler stopped early: {error}")
+    return TelemetrySummary(
+        available=True, reason=None, csv=csv_name, interval_s=interval_s, duration_s=round(duration_s, 3), samples=ticks,
+        gpus=tuple(gpus), power_w=(_round(_mean(total_power)), _round(max(total_power, default=None))),
+        util_pct=(_round(_mean(mean_util), 1), _round(max(mean_util, default=None), 1)),
+        mem_used_max_bytes=max((g.mem_used_max_bytes for g in per_gpu if g.mem_used_max_bytes is not None), default=None),
+        temperature_max_c=max(temps, default=None), sm_clock_mean_mhz=_round(_mean(clocks), 1),
+        throttle_reasons_seen=tuple(throttles), energy_j=_round(energy_j, 3) if gpus else None,
+        energy_method=(methods.pop() if len(methods) == 1 else "mixed" if methods else None) if energy_j is not None else None,
+        per_gpu=tuple(per_gpu), facts=facts, notes=tuple(notes_out))
 
 
 def _integrate_power(rows: list[Sample]) -> float | None:

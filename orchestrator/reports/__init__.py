@@ -70,7 +70,7 @@ def build_report(data: ReportData, out_dir: Path, html: bool = False, artifact_r
 
         sections = []
         if history is not None:  # --history: the scenario's artifacts around this one (reports/history.py)
-            from orchestrator.reports.history import history_sections
+            from orchestrator.reports.history_views import history_sections
 
             sections.append(("history", "History", history_sections(history, level=3, current=data.artifact_id)))
         written["html"] = out_dir / "report.html"

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.artifacts.layout import ARCHIVES, LABEL, MANIFEST, REPORTS, SUMMARY
+from orchestrator.artifacts.seal import FileEntry
 from orchestrator.errors import BadInput
 
 ARTIFACT_ID = re.compile(r"(?P<stamp>\d{8}T\d{6}Z)-[0-9a-z]+")
@@ -95,7 +96,7 @@ def gpu_text(names: tuple[str, ...] | list[str]) -> str | None:
     return ", ".join(f"{n}x {name}" if n > 1 else name for name, n in counts.items()) or None
 
 
-def _listed_document(root: Path, rel: str, listed: dict[str, Any], schema: str) -> Any:
+def _listed_document(root: Path, rel: str, listed: dict[str, FileEntry], schema: str) -> Any:
     """A document of the artifact, read without following links, its sha256 and size checked against the manifest and
     its schema; ValueError saying why it is refused."""
     from orchestrator.artifacts.walk import read_bytes_no_follow
@@ -108,7 +109,7 @@ def _listed_document(root: Path, rel: str, listed: dict[str, Any], schema: str) 
     except OSError as exc:
         raise ValueError(f"{rel}: refused ({exc.strerror or exc}; links are never followed)") from None
     item = listed[rel]
-    if len(data) != item["bytes"] or hashlib.sha256(data).hexdigest() != item["sha256"]:
+    if len(data) != item.bytes or hashlib.sha256(data).hexdigest() != item.sha256:
         raise ValueError(f"{rel}: sha256 differs from the manifest (modified)")
     try:
         document = json.loads(data)
@@ -165,7 +166,7 @@ def read_listed(folder: Path, validate: bool = False) -> Listed:
         return replace(entry, problem=f"{MANIFEST}: invalid ({exc})", problems=1)
     # the id is the folder's name (what a command is given); the scenario the manifest's
     entry = replace(entry, scenario=manifest["scenario"], complete=manifest.get("complete", True))
-    listed = {item["path"]: item for item in manifest["files"]}
+    listed = {item["path"]: FileEntry(item["path"], item["sha256"], item["bytes"]) for item in manifest["files"]}
     problems: list[str] = []
     if SUMMARY in listed:
         try:

@@ -25,13 +25,19 @@ from orchestrator.runtimes import Execution, RunPaths, Runtime, RuntimeSettings
 __all__ = ["REJECTED_RESULT", "Attempt", "Judgement", "RunMonitor", "describe_mismatches", "judge", "run_attempt"]
 
 
+class MonitorReport(Protocol):
+    """What a monitor observed, written into the run record as its ``to_json()``."""
+
+    def to_json(self) -> dict[str, Any]: ...
+
+
 class RunMonitor(Protocol):
     """Observes one run (e.g. GPU telemetry): started before the engine, stopped after it."""
 
     name: str
 
     def start(self, run_dir: Path, request: GpuRequest) -> None: ...
-    def stop(self) -> dict[str, Any]: ...
+    def stop(self) -> MonitorReport: ...
 
 
 @dataclass(frozen=True)
@@ -84,7 +90,7 @@ def run_attempt(run_dir: Path, split: PreparedSplit, runtime: Runtime, engine: E
     try:
         execution = runtime.execute(engine, paths, settings, spec.measurement.timeout_s, on_line)
     finally:
-        observed = {monitor.name: monitor.stop() for monitor in monitors}
+        observed = {monitor.name: monitor.stop().to_json() for monitor in monitors}
     return Attempt(spec, execution, judge(spec, execution, paths.result), observed)
 
 

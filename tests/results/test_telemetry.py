@@ -28,7 +28,7 @@ def _monitor_run(run_dir: Path, request: GpuRequest | None = None, seconds: floa
     monitor = telemetry.GpuTelemetry(interval_s=0.02)
     monitor.start(run_dir, request or GpuRequest())
     time.sleep(seconds)
-    return monitor.stop()
+    return monitor.stop().to_json()  # the run record's block
 
 
 def test_without_nvidia_ml_py(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -161,3 +161,9 @@ def test_summary_energy_per_image(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert row_b["energy_per_sample_j"] is None and row_b["telemetry"] == "unavailable: nvidia-ml-py is not installed"
     assert summary["groups"][0]["energy_per_sample_j"]["n"] == 1
     assert summary["telemetry"]["runs_with_energy"] == 1 and summary["telemetry"]["available"] is True
+
+
+def test_unavailable_telemetry_names_its_reason() -> None:
+    assert telemetry.TelemetrySummary.unavailable("no NVIDIA driver").to_json() == {"available": False, "reason": "no NVIDIA driver"}
+    with pytest.raises(ValueError, match="reason"):
+        telemetry.TelemetrySummary(False, None)

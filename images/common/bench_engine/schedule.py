@@ -62,6 +62,3 @@ def epoch_samples(samples: int, batch: int, steps: int) -> int:
     return sum(min(batch, samples - index * batch) for index in range(steps))
 
 
-def expected_samples(parity: dict[str, Any]) -> int:
-    """Samples a run of the spec's ``parity`` block trains or infers on, every epoch counted."""
-    return parity["epochs"] * epoch_samples(parity["dataset"]["samples"], parity["batch"]["global"], parity["steps_per_epoch"])
