@@ -1,0 +1,200 @@
+"""NVML samples and their summary: one ``Sample`` per GPU and tick (a row of telemetry.csv), the throttle
+reasons' names, and ``summarize_samples``: the ``TelemetrySummary`` a run's record stores under ``telemetry.gpu``
+(per-tick totals over the GPUs, then mean and max; energy in joules, from the energy counter or the power's integral)."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import asdict, dataclass
+from typing import Any, NamedTuple
+
+from orchestrator.host.gpus import DriverFacts, GpuFacts
+
+CSV_NAME = "telemetry.csv"
+
+CSV_COLUMNS = ("time_s", "gpu", "util_gpu_pct", "util_mem_pct", "mem_used_bytes", "power_w", "sm_clock_mhz",
+               "mem_clock_mhz", "temperature_c", "throttle_reasons", "throttle", "energy_mj")
+
+# nvmlClocksEventReason* bits (formerly nvmlClocksThrottleReason*)
+THROTTLE_BITS = {
+    0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_power_cap", 0x8: "hw_slowdown",
+    0x10: "sync_boost", 0x20: "sw_thermal_slowdown", 0x40: "hw_thermal_slowdown",
+    0x80: "hw_power_brake_slowdown", 0x100: "display_clock_setting",
+}
+
+
+def throttle_names(mask: int | None) -> list[str]:
+    if not mask:
+        return []
+    names = [name for bit, name in THROTTLE_BITS.items() if mask & bit]
+    unknown = mask & ~sum(THROTTLE_BITS)
+    return [*names, f"0x{unknown:x}"] if unknown else names
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One NVML sample of one GPU: a row of telemetry.csv (None where NVML did not answer)."""
+
+    time_s: float
+    gpu: int
+    util_gpu_pct: float | None = None
+    util_mem_pct: float | None = None
+    mem_used_bytes: int | None = None
+    power_w: float | None = None
+    sm_clock_mhz: float | None = None
+    mem_clock_mhz: float | None = None
+    temperature_c: float | None = None
+    throttle_reasons: int | None = None
+    energy_mj: int | None = None
+
+    @property
+    def throttle(self) -> str:
+        return "|".join(throttle_names(self.throttle_reasons))
+
+    def csv_row(self) -> list[Any]:
+        """The row's cells in CSV_COLUMNS order, '' where None."""
+        return ["" if value is None else value for value in (getattr(self, column) for column in CSV_COLUMNS)]
+
+
+class GpuFactsBlock(NamedTuple):
+    """The driver and the sampled GPUs' static facts: the summary's ``driver``, ``cuda_driver`` and ``devices``."""
+
+    driver: DriverFacts
+    devices: tuple[GpuFacts, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self.driver), "devices": [device.to_json() for device in self.devices]}
+
+
+@dataclass(frozen=True)
+class TelemetrySummary:
+    """What the GPU monitor observed of one run (the record's ``telemetry.gpu`` block), or why it could not."""
+
+    available: bool
+    reason: str | None
+    csv: str | None = None
+    interval_s: float | None = None
+    duration_s: float | None = None
+    samples: int = 0
+    gpus: tuple[int, ...] = ()
+    power_w: tuple[float | None, float | None] = (None, None)  # (mean, max) of the per-tick total over GPUs
+    util_pct: tuple[float | None, float | None] = (None, None)  # (mean, max) of the per-tick mean over GPUs
+    mem_used_max_bytes: int | None = None
+    temperature_max_c: float | None = None
+    sm_clock_mean_mhz: float | None = None
+    throttle_reasons_seen: tuple[str, ...] = ()
+    energy_j: float | None = None
+    energy_method: str | None = None
+    per_gpu: tuple[GpuSummary, ...] = ()
+    facts: GpuFactsBlock | None = None
+    notes: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.available and not self.reason:
+            raise ValueError("unavailable telemetry names its reason")
+
+    @classmethod
+    def unavailable(cls, reason: str) -> TelemetrySummary:
+        return cls(False, reason)
+
+    def to_json(self) -> dict[str, Any]:
+        if not self.available:
+            return {"available": False, "reason": self.reason}
+        return {
+            "available": True, "reason": self.reason, "csv": self.csv, "interval_s": self.interval_s,
+            "duration_s": self.duration_s, "samples": self.samples, "gpus": list(self.gpus),
+            "power_w": {"mean": self.power_w[0], "max": self.power_w[1]},
+            "util_pct": {"mean": self.util_pct[0], "max": self.util_pct[1]},
+            "mem_used_max_bytes": self.mem_used_max_bytes, "temperature_max_c": self.temperature_max_c,
+            "sm_clock_mean_mhz": self.sm_clock_mean_mhz, "throttle_reasons_seen": list(self.throttle_reasons_seen),
+            "energy_j": self.energy_j, "energy_method": self.energy_method, "per_gpu": [g.to_json() for g in self.per_gpu],
+            **(self.facts.to_json() if self.facts else {}), "notes": list(self.notes),
+        }
+
+
+def _mean(values: list[float]) -> float | None:
+    return float(sum(values) / len(values)) if values else None
+
+
+def _round(value: float | None, digits: int = 2) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+class GpuSummary(NamedTuple):
+    """The samples of one GPU summarised: ``per_gpu`` of the summary (``_asdict()``), and its energy as measured."""
+
+    gpu: int
+    samples: int
+    power_w_mean: float | None
+    power_w_max: float | None
+    util_pct_mean: float | None
+    mem_used_max_bytes: int | None
+    energy_j: float | None
+    method: str | None  # energy_counter | power_integral | None: no energy
+
+    def to_json(self) -> dict[str, Any]:
+        """The entry of ``per_gpu`` in run.json (rounded; the method is the summary's ``energy_method``)."""
+        return {"gpu": self.gpu, "samples": self.samples, "power_w_mean": _round(self.power_w_mean), "power_w_max": _round(self.power_w_max),
+                "util_pct_mean": _round(self.util_pct_mean, 1), "mem_used_max_bytes": self.mem_used_max_bytes,
+                "energy_j": _round(self.energy_j, 3)}
+
+
+def gpu_summary(gpu: int, mine: list[Sample], start: Any, end: Any) -> GpuSummary:
+    """One GPU's samples and its energy counter at start and end (mJ; anything else: no counter)."""
+    if isinstance(start, int | float) and isinstance(end, int | float) and end >= start:
+        energy: float | None = (end - start) / 1000.0
+        method: str | None = "energy_counter"
+    else:
+        energy = _integrate_power(mine)
+        method = "power_integral" if energy is not None else None
+    powers = [r.power_w for r in mine if r.power_w is not None]
+    utils = [r.util_gpu_pct for r in mine if r.util_gpu_pct is not None]
+    mems = [r.mem_used_bytes for r in mine if r.mem_used_bytes is not None]
+    return GpuSummary(gpu, len(mine), _mean(powers), max(powers, default=None), _mean(utils), max(mems, default=None), energy, method)
+
+
+def _per_tick(rows: list[Sample]) -> tuple[int, list[float], list[float]]:
+    """(ticks, the total power of each tick over the GPUs, the mean utilisation of each tick), ticks where a GPU had none left out."""
+    ticks: dict[float, list[Sample]] = {}
+    for row in rows:
+        ticks.setdefault(row.time_s, []).append(row)
+    total_power = [sum(r.power_w for r in tick if r.power_w is not None) for tick in ticks.values() if all(r.power_w is not None for r in tick)]
+    mean_util = [sum(r.util_gpu_pct for r in tick if r.util_gpu_pct is not None) / len(tick) for tick in ticks.values()
+                 if all(r.util_gpu_pct is not None for r in tick)]
+    return len(ticks), total_power, mean_util
+
+
+def summarize_samples(rows: list[Sample], duration_s: float, energy_start: dict[int, Any], energy_end: dict[int, Any],
+                      facts: GpuFactsBlock, notes: list[str], interval_s: float, error: str | None = None,
+                      csv_name: str | None = CSV_NAME) -> TelemetrySummary:
+    """The summary stored in run.json: per-tick totals over GPUs, then mean/max; energy in joules."""
+    gpus = sorted({row.gpu for row in rows} | set(energy_start))
+    ticks, total_power, mean_util = _per_tick(rows)
+    per_gpu = [gpu_summary(gpu, [r for r in rows if r.gpu == gpu], energy_start.get(gpu), energy_end.get(gpu)) for gpu in gpus]
+    energies = [g.energy_j for g in per_gpu]
+    energy_j = None if any(e is None for e in energies) else float(sum(e for e in energies if e is not None))
+    methods = {g.method for g in per_gpu if g.method}
+    throttles = sorted({name for r in rows for name in throttle_names(r.throttle_reasons)} - {"gpu_idle"})
+    temps = [r.temperature_c for r in rows if r.temperature_c is not None]
+    clocks = [r.sm_clock_mhz for r in rows if r.sm_clock_mhz is not None]
+    notes_out = list(notes)
+    if energy_j is None:
+        notes_out.append("energy not available: the GPU reports neither an energy counter nor power")
+    if error:
+        notes_out.append(f"sampler stopped early: {error}")
+    return TelemetrySummary(
+        available=True, reason=None, csv=csv_name, interval_s=interval_s, duration_s=round(duration_s, 3), samples=ticks,
+        gpus=tuple(gpus), power_w=(_round(_mean(total_power)), _round(max(total_power, default=None))),
+        util_pct=(_round(_mean(mean_util), 1), _round(max(mean_util, default=None), 1)),
+        mem_used_max_bytes=max((g.mem_used_max_bytes for g in per_gpu if g.mem_used_max_bytes is not None), default=None),
+        temperature_max_c=max(temps, default=None), sm_clock_mean_mhz=_round(_mean(clocks), 1),
+        throttle_reasons_seen=tuple(throttles), energy_j=_round(energy_j, 3) if gpus else None,
+        energy_method=(methods.pop() if len(methods) == 1 else "mixed" if methods else None) if energy_j is not None else None,
+        per_gpu=tuple(per_gpu), facts=facts, notes=tuple(notes_out))
+
+
+def _integrate_power(rows: list[Sample]) -> float | None:
+    points = [(r.time_s, r.power_w) for r in rows if r.power_w is not None]
+    if len(points) < 2:
+        return None
+    return float(sum((t1 - t0) * (p0 + p1) / 2.0 for (t0, p0), (t1, p1) in itertools.pairwise(points)))
