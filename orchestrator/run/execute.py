@@ -101,12 +101,17 @@ def check_device(device: str) -> NvmlSnapshot:
     return snapshot
 
 
+def engine_runtime_settings(scenario: Scenario, engine: str, options: RunOptions) -> RuntimeSettings:
+    """One engine's runtime settings: the command line over the scenario (its ``runtime.<name>`` blocks and the
+    engine's ``engines.<name>`` interpreter and image) over the environment."""
+    given = {**scenario.engine_block(engine).runtime_settings(), **merge_runtime_block(scenario, options.settings)}
+    return RuntimeSettings.from_blocks({**given, "device": options.device})
+
+
 def prepare_runtimes(scenario: Scenario, engines: list[str], options: RunOptions,
                      reporter: Reporter) -> tuple[NvmlSnapshot, dict[str, ChosenRuntime]]:
     """(NVML snapshot, engine -> (runtime, settings)): the device and every engine's runtime checked before any run."""
-    base = merge_runtime_block(scenario, options.settings)
-    settings_for = {name: RuntimeSettings.from_blocks({**base, "device": options.device, **scenario.engine_block(name).runtime_settings()})
-                    for name in engines}
+    settings_for = {name: engine_runtime_settings(scenario, name, options) for name in engines}
     gpus = check_device(options.device)
     return gpus, choose_runtimes(engines, options.runtime, settings_for, reporter)
 

@@ -138,3 +138,19 @@ def test_a_field_given_a_flag_becomes_an_option() -> None:
     result = CliRunner().invoke(app, ["--toy-name", "x", "--verbose"])
     assert result.exit_code == 0, result.output
     assert seen == [(True, {"name": "x"})]
+
+
+def test_the_command_lines_python_wins_over_the_scenarios_interpreter(tmp_path: Path) -> None:
+    """--python over engines.<name>.interpreter (command line over scenario); the scenario's own applies without it."""
+    from orchestrator.run.execute import RunOptions, engine_runtime_settings
+    from orchestrator.scenario.load import load_scenario
+
+    source = Path(__file__).resolve().parents[2] / "scenarios" / "cifar_resnet50.yaml"
+    text = source.read_text().replace("  pytorch:\n    options:", "  pytorch:\n    interpreter: /from/the/scenario/python\n    options:", 1)
+    assert "/from/the/scenario/python" in text
+    scenario_file = tmp_path / "scenario.yaml"
+    scenario_file.write_text(text)
+    scenario = load_scenario(scenario_file)
+    given = engine_runtime_settings(scenario, "pytorch", RunOptions(settings={"interpreter": "/from/the/command/line"}))
+    assert given.local.interpreter == "/from/the/command/line"
+    assert engine_runtime_settings(scenario, "pytorch", RunOptions()).local.interpreter == "/from/the/scenario/python"
