@@ -1,7 +1,7 @@
 """Orchestration overhead: runs through ``bench scenario run`` against the same run specs run by the engine directly.
 
-Usage: python3 benchmarks/overhead.py SCENARIO ENGINE PRECISION [--pairs N] [--device cuda] [--smoke]
-       [--set k=v ...] [--json-out FILE]
+Usage: python3 benchmarks/overhead.py SCENARIO ENGINE PRECISION [--pairs N] [--warmup W] [--device cuda] [--smoke]
+       [--telemetry-off] [--set k=v ...] [--json-out FILE]
 
 First ``--warmup`` uncounted runs through bench fill the persistent compile caches (the first run
 of a machine compiles; later ones load). Then each of N pairs runs the scenario once for
@@ -71,7 +71,8 @@ def engine_env(engine: str) -> dict[str, str]:
 def run_bench(args: argparse.Namespace, out: Path) -> tuple[float, float, float, Path, str]:
     """(throughput, command wall s, engine process wall s, spec path, artifact) of one run through bench."""
     started = time.perf_counter()
-    proc = subprocess.run(bench_command(args, out), capture_output=True, text=True, cwd=REPO)
+    env = {**os.environ, "BENCH_TELEMETRY_INTERVAL_S": "0"} if args.telemetry_off else None
+    proc = subprocess.run(bench_command(args, out), capture_output=True, text=True, cwd=REPO, env=env)
     wall = time.perf_counter() - started
     if proc.returncode != 0:
         raise subprocess.CalledProcessError(proc.returncode, "bench scenario run", proc.stdout, proc.stderr)
@@ -108,7 +109,7 @@ def median_and_range(values: list[float]) -> dict[str, float]:
 def report(args: argparse.Namespace, pairs: list[Pair]) -> dict[str, object]:
     return {
         "engine": args.engine, "precision": args.precision, "scenario": args.scenario, "pairs": len(pairs),
-        "warmup_runs": args.warmup,
+        "warmup_runs": args.warmup, "telemetry": not args.telemetry_off,
         "ratio_bench_over_direct": median_and_range([p.ratio for p in pairs]),
         "throughput_bench": median_and_range([p.throughput_bench for p in pairs]),
         "throughput_direct": median_and_range([p.throughput_direct for p in pairs]),
@@ -125,6 +126,8 @@ def main() -> int:
     parser.add_argument("--pairs", type=int, default=3, help="bench/direct pairs, alternating (default 3)")
     parser.add_argument("--warmup", type=int, default=1, help="uncounted bench runs first, to fill the compile caches (default 1)")
     parser.add_argument("--device", default="auto")
+    parser.add_argument("--telemetry-off", action="store_true",
+                        help="run bench with BENCH_TELEMETRY_INTERVAL_S=0 (no GPU sampler beside the engine)")
     parser.add_argument("--smoke", action="store_true")
     parser.add_argument("--set", dest="sets", action="append", default=[])
     parser.add_argument("--json-out", type=Path, help="also write the report here")

@@ -233,6 +233,8 @@ USER: tuple[EnvVar, ...] = (
     EnvVar("BENCH_SLURM_POLL_S", "number", "seconds between `scontrol` polls (0.05..600)", number(0.05, 600)),
     EnvVar("BENCH_SLURM_LIFELINE_S", "number", "seconds without bench before a job stops its engine (0: off)",
            number(1e-3, 1e9, zero=True)),
+    EnvVar("BENCH_TELEMETRY_INTERVAL_S", "number", "seconds between GPU telemetry samples (0.01..60, default 0.15; 0: off)",
+           number(0.01, 60, zero=True)),
     EnvVar("BENCH_DIST_TIMEOUT_S", "number", "PyTorch process-group timeout, seconds", number(1, 1e7)),
     EnvVar("BENCH_LAUNCH_GRACE_S", "number", "after a worker fails, seconds the others may take to exit (default 10)",
            number(0, 3600)),

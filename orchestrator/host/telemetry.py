@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import threading
 import time
 from pathlib import Path
@@ -56,6 +57,7 @@ from orchestrator.host.gpus import (
 )
 
 DEFAULT_INTERVAL_S = 0.15
+INTERVAL_ENV = "BENCH_TELEMETRY_INTERVAL_S"  # seconds between samples; 0: no GPU telemetry
 
 
 class RunDevices(NamedTuple):
@@ -124,6 +126,11 @@ class GpuTelemetry:
         if spec.device == "cpu":
             self._reason = "the run uses the CPU (device: cpu); no GPU telemetry"
             return
+        if self.interval_s is None and os.environ.get(INTERVAL_ENV):  # checked by bench's envvars registry
+            self.interval_s = float(os.environ[INTERVAL_ENV])
+            if self.interval_s == 0:
+                self._reason = f"off ({INTERVAL_ENV}=0)"
+                return
         self.interval_s = max(0.01, float(self.interval_s or DEFAULT_INTERVAL_S))
         nvml, why = load_nvml()
         if nvml is None:

@@ -32,6 +32,7 @@ CASES = {
     "nan for a number": ("BENCH_SLURM_POLL_S", lambda t: "nan"),
     "inf for a number": ("BENCH_SLURM_LIFELINE_S", lambda t: "inf"),
     "a negative number": ("BENCH_DIST_TIMEOUT_S", lambda t: "-5"),
+    "a telemetry interval below its range": ("BENCH_TELEMETRY_INTERVAL_S", lambda t: "0.001"),
     "a bad size": ("BENCH_DOCKER_SHM_SIZE", lambda t: "8 gigs"),
     "a newline in a Slurm value": ("BENCH_SLURM_PARTITION", lambda t: "gpu\n#SBATCH --wrap=x"),
     "a bad choice": ("BENCH_SLURM_MODE", lambda t: "cloud"),

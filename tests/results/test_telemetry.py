@@ -167,3 +167,15 @@ def test_unavailable_telemetry_names_its_reason() -> None:
     assert telemetry.TelemetrySummary.unavailable("no NVIDIA driver").to_json() == {"available": False, "reason": "no NVIDIA driver"}
     with pytest.raises(ValueError, match="reason"):
         telemetry.TelemetrySummary(False, None)
+
+
+def test_the_interval_variable_sets_the_sampling_and_zero_turns_it_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BENCH_TELEMETRY_INTERVAL_S", "0")
+    monitor = telemetry.GpuTelemetry()
+    monitor.start(_run_dir(tmp_path), GpuRequest())
+    assert monitor.stop().to_json() == {"available": False, "reason": "off (BENCH_TELEMETRY_INTERVAL_S=0)"}
+    monkeypatch.setenv("BENCH_TELEMETRY_INTERVAL_S", "0.05")
+    monitor = telemetry.GpuTelemetry()
+    monitor.start(_run_dir(tmp_path / "b"), GpuRequest())
+    monitor.stop()
+    assert monitor.interval_s == 0.05
