@@ -601,3 +601,16 @@ def test_sync_waits_for_the_logits_alone_in_inference(monkeypatch: pytest.Monkey
     workload._last = "output"
     workload.sync()
     assert waited == (["output"] if mode == "infer" else [({"params": "every leaf"}, "output")])
+
+
+@pytest.mark.parametrize("chunk_bytes", [64 << 20, 2 * 7 * 5 * 3 + 1])  # one chunk; several, the last one short
+def test_split_normalised_on_the_device_has_the_hosts_bits(monkeypatch: pytest.MonkeyPatch, chunk_bytes: int) -> None:
+    from bench_engine.data import normalize
+    from bench_jax import placement
+
+    monkeypatch.setattr(placement, "CHUNK_BYTES", chunk_bytes)
+    images = np.random.default_rng(5).integers(0, 256, size=(5, 7, 5, 3), dtype=np.uint8)
+    images.setflags(write=False)  # a memory-mapped split is read-only
+    out = placement.normalized_on(images, jax.devices()[0])
+    assert out.dtype == np.float32 and tuple(out.shape) == images.shape
+    assert np.array_equal(np.asarray(out).view(np.uint32), normalize(images).view(np.uint32))

@@ -208,3 +208,22 @@ def test_split_normalised_on_the_device_has_the_host_normalisations_bits(monkeyp
     out = batches.normalized_on(images, torch.device("cpu"))
     assert out.dtype == torch.float32 and tuple(out.shape) == images.shape
     assert np.array_equal(out.numpy().view(np.uint32), normalize(images).view(np.uint32))
+
+
+def test_freezing_is_on_for_compiled_cuda_inference_only() -> None:
+    from bench_engine.api import UnsupportedError
+    from bench_pytorch.options import resolve_plan
+    from tests.conftest import run_spec
+
+    infer = resolve_plan(run_spec(path="optimized", parity={"mode": "infer"}), cuda=True)
+    assert infer.freezing and "BatchNorm folded" in infer.optimizations["freezing"].detail
+    assert not resolve_plan(run_spec(path="optimized"), cuda=True).freezing  # training: the weights change
+    assert not resolve_plan(run_spec(path="optimized", parity={"mode": "infer"}), cuda=False).freezing  # cpu: no compile
+    off = resolve_plan(run_spec(path="optimized", parity={"mode": "infer"}, engine_options={"freezing": False}), cuda=True)
+    assert not off.freezing and off.optimizations["freezing"].detail == "option: off"
+    assert not resolve_plan(run_spec(path="baseline", parity={"mode": "infer"}), cuda=True).freezing
+    with pytest.raises(UnsupportedError, match="inference only"):
+        resolve_plan(run_spec(path="optimized", engine_options={"freezing": True}), cuda=True)
+    with pytest.raises(UnsupportedError, match="needs compile"):
+        resolve_plan(run_spec(path="optimized", parity={"mode": "infer"}, engine_options={"freezing": True, "compile": False}),
+                     cuda=True)

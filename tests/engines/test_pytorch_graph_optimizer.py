@@ -178,6 +178,15 @@ def test_uncapturable_options_are_refused_up_front(tmp_path: Path, capsys: pytes
     assert "engines.pytorch.options.cuda_graphs: true with fused_optimizer: false" in err and "fp16" in err
 
 
+def test_freezing_a_training_run_is_refused_up_front(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    code, out, err = run_cli(capsys, monkeypatch, "scenario", "validate", str(_scenario(tmp_path, "{freezing: true}")))
+    assert code == 2 and not out
+    assert len(err.strip().splitlines()) == 1 and "engines.pytorch.options.freezing: true" in err and "inference only" in err
+    code, _, err = run_cli(capsys, monkeypatch, "scenario", "validate", str(_scenario(tmp_path, "{freezing: false}")))
+    assert code == 0, err
+
+
 @pytest.mark.parametrize(("options", "precisions"), [
     ("{cuda_graphs: true, fused_optimizer: true}", "[tf32, fp16]"),  # fused: captured
     ("{cuda_graphs: auto, fused_optimizer: false}", "[tf32, fp16]"),  # auto: the engine falls back and says so

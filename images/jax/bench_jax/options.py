@@ -134,7 +134,7 @@ def optimizations(config: StepConfig, xla_flags: str, kind: str = "cpu", shards:
         "jit": Switch(True, _jit_detail(config)),
         "jit_full_step": Switch(config.full_step and not infer, "optimizer update fused into the jitted step"),
         "donation": Switch(config.donate, declined or _donation_detail(config)),
-        "device_resident_data": Switch(config.device_data, "normalised split on the device, batch sliced in the step (lax.dynamic_slice)"
+        "device_resident_data": Switch(config.device_data, "split on the device (uint8 copied, looked up there), batch sliced in the step (dynamic_slice)"
                                        if config.device_data else "numpy batches sliced on the host, transferred every step"),
         "nhwc_layout": Switch(True, "Flax convolutions are NHWC"),
         "xla_flags": Switch(bool(xla_flags), xla_flags or "XLA defaults"),

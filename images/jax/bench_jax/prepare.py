@@ -174,16 +174,19 @@ def _train_state(parity: Parity, params: Any, batch_stats: Any) -> tuple[Any, An
 
 
 def _place_data(data: Dataset, device_data: bool, shards: ShardPlan | None, mesh: Any, device: Any) -> tuple[Any, Any]:
-    """The normalised split: on the device (each device its own shard when data parallel), or host arrays."""
-    images = normalize(data.images)
+    """The normalised split: on the device (normalised there; each device its own shard, normalised on the host,
+    when data parallel), or host arrays."""
     labels = data.labels.astype(np.int32, copy=False)
+    if device_data and shards is None:
+        from bench_jax.placement import normalized_on
+
+        return normalized_on(data.images, device), jax.device_put(labels, device)
+    images = normalize(data.images)
     if device_data and shards is not None:
         from bench_engine.shards import stacked_shards
 
         # (devices, shard, ...): each device holds only its own samples, in step order
         return jax.device_put((stacked_shards(images, shards), stacked_shards(labels, shards)), sharded(mesh))
-    if device_data:
-        return jax.device_put(images, device), jax.device_put(labels, device)
     return images, labels
 
 

@@ -34,6 +34,7 @@ class OptimizationPlan:
     fused_optimizer: bool = False
     capturable_optimizer: bool = False  # the optimizer is built for a captured step (Adam: capturable=True)
     cudnn_benchmark: bool = False
+    freezing: bool = False  # inference: Inductor freezing (weights constant, BatchNorm folded into the convolutions)
     optimizations: Switches = field(default_factory=dict)
 
     def note(self, switch: str, applied: bool, detail: str) -> None:
@@ -62,11 +63,13 @@ def resolve_plan(spec: RunSpec, cuda: bool) -> OptimizationPlan:
         plan.note("cuda_graphs", False, "baseline: eager launches")
         plan.note("fused_optimizer", False, f"baseline: {optimizer} with PyTorch's default implementation")
         plan.note("cudnn_benchmark", False, "baseline: framework default")
+        plan.note("freezing", False, "baseline: eager")
         return plan
     options = spec.engine_options
     plan.channels_last, why = _choice(options, "channels_last", cuda)
     plan.note("channels_last", plan.channels_last, f"{why}: {'NHWC' if plan.channels_last else 'NCHW'} on {'cuda' if cuda else 'cpu'}")
     _compile(plan, options)
+    _freezing(plan, spec)
     _cuda_graphs(plan, spec)
     _fused_optimizer(plan, spec, optimizer)
     plan.cudnn_benchmark, why = _choice(options, "cudnn_benchmark", cuda)
@@ -86,6 +89,22 @@ def _compile(plan: OptimizationPlan, options: Mapping[str, Any]) -> None:
     else:
         reason = "cpu: inductor compile of the model takes minutes on CPU" if why == "auto" and not plan.cuda else "off, eager model"
         plan.note("compile", False, f"{why}: {reason}")
+
+
+def _freezing(plan: OptimizationPlan, spec: RunSpec) -> None:
+    """Inference: Inductor freezing folds the constant weights (BatchNorm into the convolutions) into the compiled forward."""
+    plan.freezing, why = _choice(spec.engine_options, "freezing", plan.cuda and plan.compile and spec.parity.mode == "infer")
+    if plan.freezing and spec.parity.mode != "infer":
+        raise UnsupportedError("engine option freezing: true applies to inference only (training updates the weights)")
+    if plan.freezing and not plan.compile:
+        raise UnsupportedError("engine option freezing: true needs compile (it is an Inductor pass)")
+    if plan.freezing:
+        plan.note("freezing", True, f"{why}: Inductor freezing, weights constant in the compiled forward, "
+                                    "BatchNorm folded into the convolutions (one rounding less, the same math)")
+    elif spec.parity.mode != "infer":
+        plan.note("freezing", False, "training: the weights change every step")
+    else:
+        plan.note("freezing", False, f"{why}: {'off' if why == 'option' else 'needs compile on CUDA'}")
 
 
 def _cuda_graphs(plan: OptimizationPlan, spec: RunSpec) -> None:

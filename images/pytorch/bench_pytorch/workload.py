@@ -198,6 +198,10 @@ def _build_steps(model: nn.Module, plan: OptimizationPlan, precision: Precision,
     # DDP wraps the model before the step is built; CUDA graphs need it built on the capture stream
     stream = torch.cuda.Stream(device) if dist is not None and plan.cuda_graphs and training else None
     net = wrap_ddp(model, dist, stream) if dist is not None and training else model
+    if plan.freezing:  # read when the forward first compiles; this process compiles only this model
+        import torch._inductor.config as inductor_config
+
+        inductor_config.freezing = True
     forward = torch.compile(net, mode=plan.compile_mode) if plan.compile else net
     loss_fn = nn.CrossEntropyLoss()
     optimizer = None
