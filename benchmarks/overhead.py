@@ -64,7 +64,8 @@ def phases(result: dict) -> dict[str, float]:
     """The engine's setup, warmup and timed seconds from its result.json."""
     m = result.get("measurements") or {}
     timed = sum(e.get("time_s", 0.0) for e in m.get("epochs") or [])
-    return {"setup_s": m.get("setup_s") or 0.0, "warmup_s": m.get("warmup_s") or 0.0, "epochs_s": timed}
+    parts = {f"setup.{name}": value for name, value in (m.get("setup_parts") or {}).items()}
+    return {"setup_s": m.get("setup_s") or 0.0, **parts, "warmup_s": m.get("warmup_s") or 0.0, "epochs_s": timed}
 
 
 def bench_command(args: argparse.Namespace, out: Path) -> list[str]:

@@ -201,3 +201,26 @@ def test_capped_measurements_keep_the_totals_of_every_window() -> None:
     measured = ResultMeasurements(1.0, 0.1, 1, {"steps": 10, "samples": 160, "time_s": 5.0, "throughput": 32.0}, windows=windows)
     capped = measured.capped(4)
     assert len(capped.windows) == 4 and capped.steady == measured.steady and measured.capped(20) == measured
+
+
+def test_setup_parts_round_trip_and_the_schema_holds_them_to_their_form() -> None:
+    """measurements.setup_parts: the four parts of setup_s, kept through a round trip; a missing, negative or unknown
+    part is refused by the result schema."""
+    from bench_engine.report import Environment, Failure, as_json
+    from orchestrator.errors import BadInput
+    from orchestrator.schemas import SchemaError
+
+    parts = {"before_s": 0.5, "environment_s": 2.0, "dataset_s": 3.0, "prepare_s": 4.5}
+    steady = {"steps": 0, "samples": 0, "time_s": 0.0, "throughput": None}
+    measured = ResultMeasurements(setup_s=10.0, warmup_s=1.0, warmup_steps=1, steady=steady, setup_parts=parts)
+    env = as_json(Environment("X", "1.0", "3.11", "1.0.0", device_kind="cpu", devices=("cpu",)))
+    doc = EngineResult(1, "r", "x", "failed", env, None, measured, failure=as_json(Failure("crash", "boom"))).to_json()
+    validate(doc, "engine-result")
+    assert doc["measurements"]["setup_parts"] == parts
+    assert EngineResult.from_json(doc).measurements == measured
+    assert "setup_parts" not in ResultMeasurements(1.0, 0.0, 0, {}).to_json()
+    for bad in ({k: v for k, v in parts.items() if k != "dataset_s"}, {**parts, "dataset_s": -1.0}, {**parts, "other_s": 1.0}):
+        document = copy.deepcopy(doc)
+        document["measurements"]["setup_parts"] = bad
+        with pytest.raises((BadInput, SchemaError), match="setup_parts"):
+            validate(document, "engine-result")

@@ -256,6 +256,9 @@ class ResultMeasurements:
     losses: tuple[float, ...] = ()
     block_losses: tuple[float, ...] = ()  # the mean training loss of each harness block, in order
     workers: tuple[Mapping[str, Any], ...] | None = None
+    # where the setup went, in order: before_s (interpreter and bench_engine start), environment_s (the framework's
+    # import and device facts), dataset_s (reading and hashing the split), prepare_s (model, weights, data placement)
+    setup_parts: Mapping[str, float] | None = None
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> ResultMeasurements:
@@ -266,6 +269,7 @@ class ResultMeasurements:
             loss_first=doc.get("loss_first"), losses=tuple(doc.get("losses") or ()),
             block_losses=tuple(doc.get("block_losses") or ()),
             workers=tuple(dict(w) for w in doc["workers"]) if doc.get("workers") is not None else None,
+            setup_parts=dict(doc["setup_parts"]) if doc.get("setup_parts") is not None else None,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -281,6 +285,8 @@ class ResultMeasurements:
             doc["latency_ms"] = dict(self.latency_ms)
         if self.workers is not None:
             doc["workers"] = [dict(w) for w in self.workers]
+        if self.setup_parts is not None:
+            doc["setup_parts"] = dict(self.setup_parts)
         return doc
 
     def capped(self, limit: int) -> ResultMeasurements:

@@ -18,7 +18,7 @@ same global batches, and the launcher keeps the slowest worker's times (bench_en
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -94,13 +94,14 @@ class Measurements:
         """Per-batch latency percentiles from windows of one step each (inference)."""
         return latency_of(self.windows)
 
-    def result(self, setup_s: float, peak_memory_bytes: int | None) -> ResultMeasurements:
+    def result(self, setup_s: float, peak_memory_bytes: int | None,
+               setup_parts: Mapping[str, float] | None = None) -> ResultMeasurements:
         """The result's measurements block (every window kept: the writer caps them)."""
         return ResultMeasurements(
             setup_s=setup_s, warmup_s=self.warmup_s, warmup_steps=self.warmup_steps, steady=self.steady()._asdict(),
             epochs=tuple(e._asdict() for e in self.epochs), windows=tuple(self.windows), latency_ms=self.latency_ms(),
             peak_memory_bytes=peak_memory_bytes, final_loss=self.final_loss, loss_first=self.loss_first,
-            losses=tuple(self.losses), block_losses=tuple(self.block_losses),
+            losses=tuple(self.losses), block_losses=tuple(self.block_losses), setup_parts=setup_parts,
         )
 
 

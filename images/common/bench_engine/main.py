@@ -102,20 +102,28 @@ class _Run:
     measured: Measurements = field(default_factory=Measurements)
     dataset: tuple[str, int] = ("", 0)
     setup_s: float = 0.0
+    setup_parts: dict[str, float] | None = None  # ResultMeasurements.setup_parts
     moved: WeightChange | None = None
 
 
 def _steps(engine: Engine, spec: RunSpec, worker: WorkerInfo | None, run: _Run) -> None:
     """Everything a run does, from the environment to the last step, recorded in ``run``."""
+    marks = [time.perf_counter()]
     run.environment = run.environment.seen(engine.environment(spec))
+    marks.append(time.perf_counter())
     # a worker memory-maps the split: every rank copies out only its own shard
     dataset = load_dataset(spec.parity.dataset.path, spec.parity.dataset.sha256, mmap=worker is not None)
     run.dataset = (dataset.sha256, dataset.samples)
-    log(f"dataset {dataset.sha256[:12]} ({dataset.samples} samples) loaded")
+    marks.append(time.perf_counter())
+    log(f"dataset {dataset.sha256[:12]} ({dataset.samples} samples) loaded in {marks[2] - marks[1]:.2f}s")
     run.workload = engine.prepare(spec, dataset)
     inject_fault(run.workload, worker)
-    run.setup_s = time.perf_counter() - _START
-    log(f"setup done in {run.setup_s:.2f}s; {spec.parity.total_steps} steps to run")
+    marks.append(time.perf_counter())
+    run.setup_s = marks[-1] - _START
+    run.setup_parts = {"before_s": marks[0] - _START, "environment_s": marks[1] - marks[0], "dataset_s": marks[2] - marks[1],
+                       "prepare_s": marks[3] - marks[2]}
+    parts = ", ".join(f"{name[:-2]} {seconds:.2f}s" for name, seconds in run.setup_parts.items())
+    log(f"setup done in {run.setup_s:.2f}s ({parts}); {spec.parity.total_steps} steps to run")
     run_harness(run.workload, spec.schedule, dataset.samples, run.measured)
     progress.phase("done")
     run.moved = _weight_change(run.workload)
@@ -135,7 +143,7 @@ def execute(engine: Engine, spec: RunSpec, worker: WorkerInfo | None = None) -> 
         result = failed(result, failure)
     result = replace(result, environment=as_json(run.environment))
     if run.workload is not None:
-        measurements = run.measured.result(run.setup_s, run.workload.peak_memory_bytes())
+        measurements = run.measured.result(run.setup_s, run.workload.peak_memory_bytes(), run.setup_parts)
         if worker is None:  # a worker keeps every window: the launcher merges them, then caps
             measurements = measurements.capped(spec.measurement.max_step_samples)
         work = _work(spec, run.workload, run.dataset, run.measured, run.moved)

@@ -22,6 +22,7 @@ from bench_engine.api import UnsupportedError
 from bench_engine.contract import Parity, RunSpec
 from bench_engine.data import Dataset, check_dataset, normalize
 from bench_engine.report import FRAMEWORK_INIT, InitReadback, OptimizerReadback, Readback
+from bench_engine.setupclock import SetupClock
 from bench_engine.shards import ShardPlan
 from bench_jax import dnn, readback
 from bench_jax import model as models
@@ -65,10 +66,11 @@ def build_workload(spec: RunSpec, data: Dataset, kind: str, devices: list[Any]) 
     optimized = spec.path == "optimized"
     device_data = parity.data_placement == "device"
     options = engine_options(spec)
+    clock = SetupClock()
     policy = apply_precision(parity.precision, kind, devices)
     model = _model(parity, policy)
     cuda_graphs = ready_for_command_buffers(options, spec, kind, devices[:world])
-    ready = _setup_on_device(spec, data, model, geometry, devices[0], mesh, shards)
+    ready = _setup_on_device(spec, data, model, geometry, devices[0], mesh, shards, clock)
     precision = parity.precision
     step_config = StepConfig(mode=mode, full_step=optimized, donate=donate(options, optimized, mode, kind, precision),
                              device_data=device_data, size=parity.batch.per_device, world=world)
@@ -90,8 +92,11 @@ def build_workload(spec: RunSpec, data: Dataset, kind: str, devices: list[Any]) 
     workload.data_placement = "device" if isinstance(held, jax.Array) else "host"  # read back: what holds the split
     workload.readback = _readback(parity, model, ready, shards is not None and device_data, group)
     workload.precision = policy.report(",".join(workload.readback.param_dtypes or ()))
+    clock.mark("read-back trace")
     if device_data:
         workload.precompile(planned_calls(spec.schedule, data.samples, world, group))
+        clock.mark("compile")
+    clock.say()
     return workload
 
 
@@ -133,16 +138,18 @@ def _model(parity: Parity, policy: PrecisionPolicy) -> Any:
 
 
 def _setup_on_device(spec: RunSpec, data: Dataset, model: Any, geometry: tuple[int, int, int], device: Any,
-                     mesh: Any, shards: ShardPlan | None) -> DeviceState:
+                     mesh: Any, shards: ShardPlan | None, clock: SetupClock) -> DeviceState:
     """Initial state and data, committed to the device(s) and ready."""
     parity = spec.parity
     with jax.default_device(device):
         params, batch_stats, init = _initial_variables(spec, model, geometry, device)
         state, tx, optimizer = _train_state(parity, params, batch_stats)
+        clock.mark("model and weights")
         placed = _place_data(data, parity.data_placement == "device", shards, mesh, device)
         # commit every buffer to the device(s): uncommitted inputs would make the second step recompile
         state = jax.device_put(state, replicated(mesh) if mesh is not None else device)
         jax.block_until_ready((state, placed))
+        clock.mark("data placed")
     return DeviceState(state, tx, placed, params, batch_stats, init, optimizer)
 
 

@@ -15,6 +15,7 @@ from bench_engine.api import LOSS_STEPS, StepBatch, UnsupportedError, Workload
 from bench_engine.contract import RunSpec
 from bench_engine.data import Dataset, check_dataset
 from bench_engine.report import Readback
+from bench_engine.setupclock import SetupClock
 from bench_engine.shards import ShardPlan, plan_shards, shard_dataset
 from bench_engine.weights import WeightChange
 from bench_pytorch.batches import BatchSource
@@ -160,16 +161,22 @@ def build_workload(spec: RunSpec, data: Dataset, device: torch.device) -> TorchW
     if cuda:
         torch.backends.cudnn.benchmark = plan.cudnn_benchmark
     dist = init_process_group(worker, device, plan.cuda_graphs and training) if worker is not None else None
+    clock = SetupClock()
     torch.manual_seed(parity.seed)
     model = build_model(parity.arch, parity.num_classes, parity.input.channels)
     init = load_shared_init(spec, model)  # bench's shared weights instead of the initialiser, when the spec says so
     params = trainable_parameters(model)
+    clock.mark("model and weights")
     built = _build_steps(model.to(device), plan, precision, dist, device, parity.optimizer if training else None)
     local = shard_dataset(data, shards, dist.rank) if shards is not None and dist is not None else data
+    clock.mark("on the device, steps built")
     source = BatchSource(local, parity.data_placement, device, plan.channels_last)
+    clock.mark("data placed")
     _note_data(plan, parity.data_placement, source, shards, dist, data.samples, training, parity.batch.per_device)
     probe_images, probe_labels = source.batch(0, min(2, parity.batch.per_device))
     traced = traced_step(built.model, probe_images, probe_labels, precision, built.loss_fn if training else None)
+    clock.mark("read-back trace")
+    clock.say()
     workload = TorchWorkload(
         _runner(plan, built, source, spec, device), device, training, shards=shards, dist=dist, loss_sum=built.loss_sum,
         parameters=[p for p in built.model.parameters() if p.requires_grad],
