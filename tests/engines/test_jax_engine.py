@@ -614,3 +614,45 @@ def test_split_normalised_on_the_device_has_the_hosts_bits(monkeypatch: pytest.M
     out = placement.normalized_on(images, jax.devices()[0])
     assert out.dtype == np.float32 and tuple(out.shape) == images.shape
     assert np.array_equal(np.asarray(out).view(np.uint32), normalize(images).view(np.uint32))
+
+
+def test_packed_variables_give_the_unpacked_calls_outputs_exactly() -> None:
+    """bench_jax.packing: one buffer per dtype, the tree rebuilt inside the jit; the logits are bit for bit the same."""
+    import flax.linen as nn
+    import jax.numpy as jnp
+
+    from bench_jax.packing import pack
+
+    class Small(nn.Module):
+        @nn.compact
+        def __call__(self, x: Any) -> Any:
+            x = nn.Conv(4, (3, 3))(x)
+            x = nn.BatchNorm(use_running_average=True)(x)
+            return nn.Dense(3)(x.mean(axis=(1, 2)))
+
+    model = Small()
+    x = jnp.asarray(np.random.default_rng(1).normal(size=(2, 6, 6, 3)), jnp.float32)
+    variables = model.init(jax.random.PRNGKey(0), x)
+    variables = jax.tree.map(lambda v: v.astype(jnp.bfloat16) if v.ndim == 1 else v, variables)  # two dtypes
+    packed = pack(variables, jax.devices()[0])
+    assert len(packed.buffers) == 2 and packed.leaves == len(jax.tree.leaves(variables))
+    direct = jax.jit(lambda v, images: model.apply(v, images))(variables, x)
+    unpacked = jax.jit(lambda bufs, images: model.apply(packed.unpack(bufs), images))(packed.buffers, x)
+    assert np.array_equal(np.asarray(direct).view(np.uint32), np.asarray(unpacked).view(np.uint32))
+    assert jax.tree.all(jax.tree.map(lambda a, b: bool(np.array_equal(np.asarray(a), np.asarray(b))),
+                                     variables, packed.unpack(packed.buffers)))
+
+
+def test_pack_variables_applies_to_optimized_one_device_inference_only() -> None:
+    from bench_jax.options import JaxOptions, pack_variables
+    from bench_jax.step import StepConfig
+
+    def config(mode: str, world: int = 1) -> StepConfig:
+        return StepConfig(mode=mode, full_step=True, donate=False, device_data=True, size=1, world=world)
+
+    assert pack_variables(JaxOptions(), config("infer"), optimized=True).applied
+    assert not pack_variables(JaxOptions(), config("infer"), optimized=False).applied  # baseline
+    assert pack_variables(JaxOptions(pack_variables=True), config("infer"), optimized=False).applied
+    assert not pack_variables(JaxOptions(pack_variables=False), config("infer"), optimized=True).applied
+    assert not pack_variables(JaxOptions(pack_variables=True), config("train"), optimized=True).applied
+    assert not pack_variables(JaxOptions(pack_variables=True), config("infer", world=2), optimized=True).applied

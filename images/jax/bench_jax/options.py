@@ -29,6 +29,7 @@ class JaxOptions:
     donate: bool | str = "auto"
     steps_per_dispatch: int | str = "auto"
     command_buffers: bool | str = "auto"
+    pack_variables: bool | str = "auto"
     xla_flags: str | None = None
     preallocate: bool | None = None
 
@@ -126,7 +127,7 @@ def _not_looping(config: StepConfig) -> str | None:
 
 def optimizations(config: StepConfig, xla_flags: str, kind: str = "cpu", shards: ShardPlan | None = None,
                   dispatch: DispatchChoice = ONE_STEP, declined: str | None = None,
-                  command_buffers: str = "") -> Switches:
+                  command_buffers: str = "", packed: Switch | None = None) -> Switches:
     """The switches in effect; ``declined``: why auto did not donate;
     ``command_buffers``: the flag the option added to XLA_FLAGS ('' for none)."""
     infer = config.mode == "infer"
@@ -141,7 +142,23 @@ def optimizations(config: StepConfig, xla_flags: str, kind: str = "cpu", shards:
         "command_buffers": command_buffers_switch(command_buffers, xla_flags, kind),
         "steps_per_dispatch": _dispatch_switch(dispatch),
         "data_parallel": data_parallel(config, kind, shards),
+        "packed_variables": packed or Switch(False, "not asked"),
     }
+
+
+def pack_variables(options: JaxOptions, config: StepConfig, optimized: bool) -> Switch:
+    """Whether inference passes its variables packed (bench_jax.packing) and why: auto on the optimized path's
+    one-device inference; never for training (the step returns a new state) or several devices (replicated leaves)."""
+    if config.mode != "infer":
+        return Switch(False, "training: the step takes and returns the train state's leaves")
+    if config.world > 1:
+        return Switch(False, "several devices: the variables stay replicated leaf by leaf")
+    wanted = optimized if options.pack_variables == "auto" else bool(options.pack_variables)
+    why = "auto" if options.pack_variables == "auto" else "option"
+    if not wanted:
+        return Switch(False, f"{why}: every leaf of the variables passed to each call" + ("" if optimized or why == "option" else " (baseline)"))
+    return Switch(True, f"{why}: the variables as one flat buffer per dtype, unpacked inside the compiled forward "
+                        "(static slices: the same values), so a call hands over a few buffers instead of every leaf")
 
 
 def _dispatch_switch(dispatch: DispatchChoice) -> Switch:

@@ -21,7 +21,7 @@ from jax import lax
 from bench_engine.api import UnsupportedError
 from bench_engine.contract import Parity, RunSpec
 from bench_engine.data import Dataset, check_dataset, normalize
-from bench_engine.report import FRAMEWORK_INIT, InitReadback, OptimizerReadback, Readback
+from bench_engine.report import FRAMEWORK_INIT, InitReadback, OptimizerReadback, Readback, Switch
 from bench_engine.setupclock import SetupClock
 from bench_engine.shards import ShardPlan
 from bench_jax import dnn, readback
@@ -33,8 +33,10 @@ from bench_jax.options import (
     donation_declined,
     engine_options,
     optimizations,
+    pack_variables,
     steps_per_dispatch,
 )
+from bench_jax.packing import pack
 from bench_jax.precision import PrecisionPolicy, apply_precision
 from bench_jax.step import StepConfig, TrainState, replicated, sharded
 from bench_jax.workload import JaxWorkload, planned_calls
@@ -76,15 +78,21 @@ def build_workload(spec: RunSpec, data: Dataset, kind: str, devices: list[Any]) 
                              device_data=device_data, size=parity.batch.per_device, world=world)
     dispatch = steps_per_dispatch(options, step_config, kind, spec.schedule, data.samples)
     group = dispatch.steps
+    packed_switch = pack_variables(options, step_config, optimized)
+    state, unpack = ready.state, None
+    if packed_switch.applied:
+        packed = pack(ready.state, devices[0])
+        state, unpack = packed.buffers, packed.unpack
+        packed_switch = Switch(True, f"{packed_switch.detail} ({packed.leaves} leaves in {len(packed.buffers)} buffer(s))")
     workload = JaxWorkload(
         trainable_parameters=models.count_parameters(ready.params),
         precision=policy.report(),
         data_placement=parity.data_placement,
         optimizations=optimizations(step_config, os.environ.get("XLA_FLAGS", ""), kind, shards, dispatch,
                                     donation_declined(options, optimized, mode, kind, precision),
-                                    cuda_graphs),
-        world_size=world, mesh=mesh, shards=shards, mode=mode, model=model, tx=ready.tx, state=ready.state,
-        data=ready.placed, device=devices[0], step_config=step_config, steps_per_dispatch=group,
+                                    cuda_graphs, packed_switch),
+        world_size=world, mesh=mesh, shards=shards, mode=mode, model=model, tx=ready.tx, state=state,
+        data=ready.placed, device=devices[0], step_config=step_config, steps_per_dispatch=group, unpack=unpack,
     )
     if mode == "train":  # where training starts from, read before the first (donating) step
         workload.initial_params = jax.device_get(ready.state.params)

@@ -57,7 +57,8 @@ def sharded(mesh: Any) -> NamedSharding:
     return NamedSharding(mesh, PartitionSpec("data"))
 
 
-def build_step(model: Any, tx: Any, config: StepConfig, mesh: Any = None) -> Callable[..., Any]:
+def build_step(model: Any, tx: Any, config: StepConfig, mesh: Any = None,
+               unpack: Callable[[Any], Any] | None = None) -> Callable[..., Any]:
     """Build the step for ``config``.
 
     Train: ``step(state, data, where) -> (state, loss)``; infer: ``step(variables, data, where) -> logits``.
@@ -68,7 +69,7 @@ def build_step(model: Any, tx: Any, config: StepConfig, mesh: Any = None) -> Cal
     """
     fetch = _fetcher(config)
     if config.mode == "infer":
-        return _infer_step(model, config, fetch)
+        return _infer_step(model, config, fetch, unpack)
     loss_and_grads = _loss_and_grads(model, config.world > 1)
     if config.full_step and config.steps > 1:
         return _scanned_train_step(tx, config, mesh, fetch, loss_and_grads)
@@ -91,10 +92,13 @@ def _fetcher(config: StepConfig) -> Fetch:
     return fetch
 
 
-def _infer_step(model: Any, config: StepConfig, fetch: Fetch) -> Callable[..., Any]:
+def _infer_step(model: Any, config: StepConfig, fetch: Fetch, unpack: Callable[[Any], Any] | None) -> Callable[..., Any]:
+    """``infer(variables, data, where) -> logits``; with ``unpack``, ``variables`` are packed buffers (bench_jax.packing)."""
     parallel = config.world > 1
 
     def infer(variables: Any, data: Data, where: Any) -> Any:
+        if unpack is not None:
+            variables = unpack(variables)
         images, _ = fetch(data, where)
         if parallel:
             return jax.vmap(lambda x: model.apply(variables, x, train=False))(images)

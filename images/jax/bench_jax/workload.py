@@ -45,6 +45,7 @@ class JaxWorkload(Workload):
     _last: Any = None  # latest loss (train) or logits (infer); a vector of losses after a several-step call
     _history: list[Any] = field(default_factory=list)  # the first LOSS_STEPS losses, on the device
     initial_params: Any = None  # training: the parameters after loading, on the host (numpy leaves)
+    unpack: Callable[[Any], Any] | None = None  # inference with packed variables: ``state`` is bench_jax.packing buffers
     _blocks: BlockLosses = field(default_factory=BlockLosses)  # every loss output, by harness block, on the device
 
     def precompile(self, calls: set[tuple[int, int]]) -> None:
@@ -66,7 +67,7 @@ class JaxWorkload(Workload):
         if fn is None:
             assert self.step_config is not None
             config = replace(self.step_config, size=size, steps=steps)
-            fn = self._steps[(size, steps)] = build_step(self.model, self.tx, config, self.mesh)
+            fn = self._steps[(size, steps)] = build_step(self.model, self.tx, config, self.mesh, self.unpack)
         return fn
 
     def _local_start(self, batch: StepBatch) -> int:
