@@ -13,16 +13,17 @@
 #   CELLS    a subset of the 8 cells <arch>-<mode>-<max|b256> (default all, in the order below)
 #   BUDGET_S stop (SIGTERM to bench: the run in flight is recorded interrupted, the artifact sealed)
 #            once this many seconds have passed, exit 75; the same command again continues: a
-#            complete cell is skipped, an incomplete one resumed (`bench scenario resume`), an
-#            interrupted search made again. A search must fit in one call (about 5-9 min each).
+#            complete cell is skipped, an incomplete one resumed (`bench scenario resume`), a search
+#            cut short begun again in a new artifact; a search must fit in one call (about 4-9 min
+#            each): one cut twice is left for a call with a larger BUDGET_S.
 #            MIN_LEFT_S (default 60): a cell is not started with less left.
 # Exit: 0 every cell complete; 1 a bench call failed (the table flags its runs); 75 budget spent.
 #
 # GPU time on one H200, PyTorch + JAX, 5 repeats (README; from the H200 artifacts' per-run wall times:
 # a run on a new batch size, compile included, ~90 s PyTorch / 50 s JAX training, 55 / 40 s inference;
 # a repeat on warm compile caches ~35 / 25 s training, 30 / 25 s inference; plus the timed steps):
-#   searches, ~6 probes each, 8 searches: ~47 min; runs, 8 cells x 2 engines x 5 repeats: ~58 min;
-#   about 1 h 45 min in all (PyTorch ~62 min, JAX ~43 min): several sessions, BUDGET_S per call.
+#   8 searches of ~6 probes: ~47 min; runs, 8 cells x 2 engines x 5 repeats: ~57 min; about 1 h 45 min
+#   in all (PyTorch ~61 min, JAX ~43 min), TResNet-M's compile taken as ResNet-50's (not measured yet).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=${1:-results/tresnet_table}
@@ -90,7 +91,14 @@ unit() {  # one artifact: cell, its engines, its artifact root; 124/137: the bud
     limited python3 -m orchestrator scenario resume "$artifact" --runtime local --device "$device" >> "$out/campaign.log"
     return
   fi
-  [[ -n $artifact ]] && log "$cell $with: $artifact was cut during its search; a new artifact"
+  if [[ -n $artifact ]]; then
+    local cut=0 each
+    for each in "$root"/*/*/; do complete "$each" || searched "$each" || cut=$((cut + 1)); done
+    if (( cut >= 2 )); then  # the same search cut twice: it does not fit in the budget; do not spend more on it
+      log "$cell $with: its search was cut $cut times; give this cell a larger BUDGET_S (CELLS=$cell)"; return 1
+    fi
+    log "$cell $with: $artifact was cut during its search; a new artifact"
+  fi
   sets=(); while read -r line; do sets+=(--set "$line"); done < <(cell_sets "$arch" "$mode" "$choice")
   precision=(); [[ ${SMOKE:-0} == 1 ]] || precision=(--precisions bf16)  # the smoke block runs fp32 (a CPU without bf16 units)
   log "$cell $with: bench scenario run scenarios/tresnet_m.yaml ${sets[*]} ($repeats repeats)"
