@@ -16,7 +16,8 @@
 #            complete cell is skipped, an incomplete one resumed (`bench scenario resume`), a search
 #            cut short begun again in a new artifact; a search must fit in one call (about 4-9 min
 #            each): one cut twice is left for a call with a larger BUDGET_S.
-#            MIN_LEFT_S (default 60): a cell is not started with less left.
+#            MIN_LEFT_S (default 60): nothing is started with less left; SEARCH_LEFT_S (default 480): a
+#            search is started with less left only as a call's first work.
 # Exit: 0 every cell complete; 1 a bench call failed (the table flags its runs); 75 budget spent.
 #
 # GPU time on one H200, PyTorch + JAX, 5 repeats (README; from the H200 artifacts' per-run wall times:
@@ -101,13 +102,13 @@ unit() {  # one artifact: cell, its engines, its artifact root; 124/137: the bud
   fi
   sets=(); while read -r line; do sets+=(--set "$line"); done < <(cell_sets "$arch" "$mode" "$choice")
   precision=(); [[ ${SMOKE:-0} == 1 ]] || precision=(--precisions bf16)  # the smoke block runs fp32 (a CPU without bf16 units)
-  log "$cell $with: bench scenario run scenarios/tresnet_m.yaml ${sets[*]} ($repeats repeats)"
+  log "$cell $with: bench scenario run scenarios/tresnet_m.yaml ${sets[*]} (repeats: $repeats)"
   limited python3 -m orchestrator scenario run scenarios/tresnet_m.yaml --device "$device" --runtime local ${SMOKE:+--smoke} \
     --engines "$with" "${precision[@]}" --repeats "$repeats" "${sets[@]}" --label "tresnet_table $arch $mode $choice" \
     --out "$root" >> "$out/campaign.log"  # its tables to the log, progress on stderr
 }
 
-status=0 spent=0
+status=0 spent=0 worked=0
 for cell in ${cells//,/ }; do
   [[ ,$all_cells, == *",$cell,"* ]] || { log "unknown cell $cell (known: $all_cells)"; exit 2; }
   # a searched cell: one artifact per engine (each search alone; their batches differ, so no cross-engine
@@ -116,6 +117,12 @@ for cell in ${cells//,/ }; do
   for with in $units; do
     if (( budget > 0 && $(left) < ${MIN_LEFT_S:-60} )); then spent=1; break 2; fi  # too little left to start one
     root="$out/artifacts/$cell/${with//,/+}"
+    artifact=$(newest "$root")
+    if [[ $cell == *-max ]] && ! { [[ -n $artifact ]] && { complete "$artifact" || searched "$artifact"; }; } \
+       && (( budget > 0 && worked && $(left) < ${SEARCH_LEFT_S:-480} )); then
+      spent=1; log "$cell $with: a search needs a call of its own (${SEARCH_LEFT_S:-480} s); the same command continues"; break 2
+    fi
+    [[ -n $artifact ]] && complete "$artifact" || worked=1
     unit "$cell" "$with" "$root" || rc=$?
     if [[ ${rc:-0} == 124 || ${rc:-0} == 137 ]]; then spent=1; log "$cell $with: budget spent (${SECONDS} s); the same command continues"; break 2; fi
     [[ ${rc:-0} == 0 ]] || { status=1; log "$cell $with: exit $rc (the artifact keeps every run made)"; }
