@@ -143,6 +143,8 @@ def _search_one(artifact: Artifact, scenario: Scenario, plan: RunPlan, split: Pr
             return dataclasses.replace(spec, run_id=f"probe-{plan.engine}-{plan.precision}-b{batch}")
 
         verdict = run_attempt(run_dir, split, runtime, engine, settings, probe_spec, reporter.engine_line).judgement
+        if verdict.status == "interrupted" or signals.received() is not None:
+            raise KeyboardInterrupt  # no search.json: resume searches again instead of taking the cut for a failure
         if verdict.status == "ok":
             return "fits"
         if verdict.result is not None and (verdict.result.failure or {}).get("kind") == "oom":

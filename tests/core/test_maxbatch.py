@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from orchestrator.artifacts import validate_artifact
 from orchestrator.run.maxbatch import chosen_batch, search
-from tests.core.cli_helpers import FAKE_SCENARIO, run_cli
+from orchestrator.run.resume import plan_resume
+from tests.core.cli_helpers import FAKE_SCENARIO, FIXTURES, run_cli
 
 
 def limited(limit: int, calls: list[int]):
@@ -59,3 +65,29 @@ def test_scenario_runs_at_ninety_percent_of_the_simulated_maximum(capsys, monkey
     assert run["batch_per_device"] == 33 and run["status"] == "ok"
     assert (artifact / "maxbatch" / "fake-fp32-optimized-d1" / "b64" / "result.json").is_file()
     assert validate_artifact(artifact) == []
+
+
+def test_a_signal_during_a_probe_leaves_the_search_to_resume(tmp_path, fake_engines):
+    """Ctrl-C while a probe runs: no search.json (not a failed search), so resume searches again."""
+    scenario = tmp_path / "s.yaml"
+    text = FAKE_SCENARIO.read_text().replace("batch: {size: 16, drop_last: true}",
+                                             "batch: {size: 16, drop_last: true, max_search: {start: 4, granularity: 1, probe_steps: 1}}")
+    scenario.write_text(text + "engines:\n  fake2: {options: {behaviour: hang}}\n")
+    env = {**os.environ, "BENCH_ENGINE_PATH": os.pathsep.join([str(FIXTURES / "fake_engine"), str(FIXTURES / "fake_engine2")])}
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "scenario", "run", str(scenario), "--runtime", "local",
+                             "--engines", "fake2", "--precisions", "fp32", "--out", str(tmp_path / "r"), "--verbose"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    output, deadline = "", time.monotonic() + 120
+    while "hanging" not in output and time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        output += line
+    assert "hanging" in output, output
+    proc.send_signal(signal.SIGINT)
+    rest, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130, output + rest
+    (artifact,) = (tmp_path / "r" / "fake_tiny").iterdir()
+    assert not list((artifact / "maxbatch").glob("*/search.json"))
+    assert validate_artifact(artifact) == []
+    assert [p.engine for p in plan_resume(artifact).unsearched] == ["fake2"]
