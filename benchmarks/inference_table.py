@@ -1,8 +1,10 @@
 """NVIDIA's ResNet-50 inference table from a bench artifact, beside the reference's V100 rows.
 
-Usage: python3 benchmarks/inference_table.py ARTIFACT [--goals]
+Usage: python3 benchmarks/inference_table.py ARTIFACT [ARTIFACT...] [--goals]
 
-Reads ARTIFACT/summary.json (a run of ``scenarios/imagenet_resnet50_inference.yaml``) and prints,
+Reads each ARTIFACT/summary.json (runs of ``scenarios/imagenet_resnet50_inference.yaml``; several
+artifacts when the engines ran apart, e.g. one per engine: a cell held by two is refused, so no
+repeats are silently mixed, and so is a second GPU model) and prints,
 per precision, one Markdown table with the reference's columns (throughput avg, latency avg,
 95%, 99%) for the V100 row (tf32 beside the reference's FP32 table, bf16 beside its Mixed
 Precision table) and each engine: throughput is the median over the valid repeats with their
@@ -93,17 +95,36 @@ def missed_goals(cells: list[Cell]) -> list[str]:
     return missed
 
 
+def gather(artifacts: list[Path]) -> tuple[list[Cell], str]:
+    """Every artifact's cells and the GPU they ran on; ValueError when an artifact is missing, a cell is held
+    twice or the artifacts ran on different machines."""
+    cells: list[Cell] = []
+    machines = set()
+    for artifact in artifacts:
+        if not (artifact / "summary.json").is_file():
+            raise ValueError(f"{artifact}: no summary.json (not a bench artifact)")
+        summary = json.loads((artifact / "summary.json").read_text())
+        machines.add(machine_name(summary))
+        for cell in read_cells(summary):
+            if any((c.engine, c.precision, c.batch) == (cell.engine, cell.precision, cell.batch) for c in cells):
+                raise ValueError(f"{artifact}: {cell.engine} {cell.precision} b{cell.batch} is already in another artifact")
+            cells.append(cell)
+    if len(machines) > 1:
+        raise ValueError(f"the artifacts ran on different machines ({', '.join(sorted(machines))})")
+    return cells, machines.pop() if machines else "CPU"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("artifact", type=Path)
+    parser.add_argument("artifacts", type=Path, nargs="+", metavar="ARTIFACT")
     parser.add_argument("--goals", action="store_true", help="check the inference goals; exit 1 when one is missed")
     args = parser.parse_args()
-    if not (args.artifact / "summary.json").is_file():
-        print(f"error: {args.artifact}: no summary.json (not a bench artifact)", file=sys.stderr)
+    try:
+        cells, machine = gather(args.artifacts)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 2
-    summary = json.loads((args.artifact / "summary.json").read_text())
-    cells = read_cells(summary)
-    print(markdown(cells, json.loads(REFERENCE.read_text())["tables"], machine_name(summary)))
+    print(markdown(cells, json.loads(REFERENCE.read_text())["tables"], machine))
     if args.goals:
         missed = missed_goals(cells)
         for line in missed:

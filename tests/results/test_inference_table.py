@@ -57,3 +57,20 @@ def test_the_command_exits_1_on_a_missed_goal_and_2_without_an_artifact(tmp_path
     assert proc.returncode == 1 and "goal missed: jax bf16 b1" in proc.stdout
     proc = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path / "none")], capture_output=True, text=True)
     assert proc.returncode == 2 and "no summary.json" in proc.stderr
+
+
+def test_artifacts_of_one_engine_each_make_one_table_and_a_cell_held_twice_is_refused(tmp_path: Path):
+    pytorch, jax, again, other = (tmp_path / name for name in ("pytorch", "jax", "again", "other"))
+    for folder, groups in ((pytorch, [group("pytorch", "bf16", 1, 1676.0, 0.625)]), (jax, [group("jax", "bf16", 1, 419.0, 3.79)]),
+                           (again, [group("jax", "bf16", 1, 500.0, 2.0)])):
+        folder.mkdir()
+        (folder / "summary.json").write_text(json.dumps(summary(groups)))
+    proc = subprocess.run([sys.executable, str(SCRIPT), str(pytorch), str(jax)], capture_output=True, text=True)
+    assert proc.returncode == 0 and "H200 pytorch img/s" in proc.stdout and "H200 jax img/s" in proc.stdout
+    proc = subprocess.run([sys.executable, str(SCRIPT), str(jax), str(again)], capture_output=True, text=True)
+    assert proc.returncode == 2 and "jax bf16 b1 is already in another artifact" in proc.stderr
+    other.mkdir()
+    (other / "summary.json").write_text(json.dumps({**summary([group("pytorch", "tf32", 1, 1.0, 1.0)]),
+                                                    "host": {"nvml": {"gpus": [{"name": "NVIDIA H100"}]}}}))
+    proc = subprocess.run([sys.executable, str(SCRIPT), str(pytorch), str(other)], capture_output=True, text=True)
+    assert proc.returncode == 2 and "different machines (H100, H200)" in proc.stderr
