@@ -84,6 +84,13 @@ class JobView:
     reason: str | None = None
     exit_code: str | None = None
     known: bool = False  # the controller answered about the job
+    name: str | None = None
+    start: str | None = None  # StartTime, EndTime as scontrol reports them (None: unknown)
+    end: str | None = None
+
+
+def _time(value: str | None) -> str | None:
+    return value if value and value not in ("Unknown", "None", "(null)") else None
 
 
 def query_job(job_id: str) -> JobView:
@@ -93,11 +100,12 @@ def query_job(job_id: str) -> JobView:
         fields = parse_job(proc.stdout)
         node = fields.get("BatchHost") or fields.get("NodeList") or None
         state = fields.get("JobState", "UNKNOWN")
-        return JobView(state, node if node and node != "(null)" else None, fields.get("Reason"), fields.get("ExitCode"), True)
-    queue = run_command(["squeue", "-h", "-j", job_id, "-o", "%T|%N|%r"], timeout=30)
+        return JobView(state, node if node and node != "(null)" else None, fields.get("Reason"), fields.get("ExitCode"), True,
+                       fields.get("JobName"), _time(fields.get("StartTime")), _time(fields.get("EndTime")))
+    queue = run_command(["squeue", "-h", "-j", job_id, "-o", "%T|%N|%r|%j"], timeout=30)
     if queue.returncode == 0 and queue.stdout.strip():
-        state, node, reason = ([*queue.stdout.strip().splitlines()[0].split("|"), "", ""])[:3]
-        return JobView(state or "UNKNOWN", node or None, reason or None, None, True)
+        state, node, reason, name = ([*queue.stdout.strip().splitlines()[0].split("|"), "", "", ""])[:4]
+        return JobView(state or "UNKNOWN", node or None, reason or None, None, True, name or None)
     if "Invalid job id" in (proc.stderr + queue.stderr) or (queue.returncode == 0 and not queue.stdout.strip() and proc.returncode != 0):
         return JobView("GONE", known=True)  # purged from the controller: it ended long ago
     return JobView()
@@ -106,3 +114,18 @@ def query_job(job_id: str) -> JobView:
 def in_queue(job_id: str) -> bool:
     proc = run_command(["squeue", "-h", "-j", job_id, "-o", "%T"], timeout=30)
     return proc.returncode == 0 and bool(proc.stdout.strip())
+
+
+_NODE_TYPES: dict[str, str | None] = {}
+
+
+def node_type(node: str) -> str | None:
+    """The kind of ``node`` as ``scontrol show node`` reports it: its GRES (GPU names), features and partitions
+    (``gres=gpu:h100:8 features=ib partitions=gpu``); asked once per node, None when unknown."""
+    if node not in _NODE_TYPES:
+        proc = run_command(["scontrol", "show", "node", "-o", node], timeout=30)
+        fields = parse_job(proc.stdout) if proc.returncode == 0 else {}
+        parts = [f"{key}={fields[name]}" for key, name in (("gres", "Gres"), ("features", "ActiveFeatures"), ("partitions", "Partitions"))
+                 if fields.get(name) not in (None, "", "(null)")]
+        _NODE_TYPES[node] = " ".join(parts) if fields else None
+    return _NODE_TYPES[node]
