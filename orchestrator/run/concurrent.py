@@ -172,14 +172,21 @@ def _fly(item: Staged, board: Board) -> None:
 def _wait(threads: Sequence[threading.Thread]) -> bool:
     """Wait for every thread; a KeyboardInterrupt meanwhile asks them all to stop. Whether one came."""
     interrupted = False
-    for thread in threads:
-        while thread.is_alive():
-            try:
-                thread.join(JOIN_S)
-            except KeyboardInterrupt:
-                interrupted = True
-                signals.request_stop()
-    return interrupted
+    while True:
+        try:
+            for thread in threads:
+                while thread.is_alive():
+                    thread.join(JOIN_S)
+            return interrupted
+        except KeyboardInterrupt:
+            interrupted = True
+            signals.request_stop()
+
+
+def _start(item: Staged, board: Board) -> threading.Thread:
+    thread = threading.Thread(target=_fly, args=(item, board), name=f"bench run {item.plan.run_id}", daemon=True)
+    thread.start()
+    return thread
 
 
 def run_concurrently(artifact: Artifact, scenario: Scenario, plans: Sequence[RunPlan], split: PreparedSplit,
@@ -201,6 +208,7 @@ def run_concurrently(artifact: Artifact, scenario: Scenario, plans: Sequence[Run
     board.manifest()  # killed from here on, the artifact still validates: every run is in flight
     staged: list[Staged] = []
     handed: list[Staged] = []
+    threads: list[threading.Thread] = []
     interrupted = False
     try:
         for plan, chosen in runnable:
@@ -208,16 +216,17 @@ def run_concurrently(artifact: Artifact, scenario: Scenario, plans: Sequence[Run
         board.flying.discard(INIT_DIR)
         board.manifest()  # the shared initial weights sealed before any job can read them
         handed = _hand_over(staged, reporter)
+        for item in handed:
+            threads.append(_start(item, board))
     except KeyboardInterrupt:
         interrupted = True
         signals.request_stop()
-    threads = [threading.Thread(target=_fly, args=(item, board), name=f"bench run {item.plan.run_id}", daemon=True) for item in handed]
-    for thread in threads:
-        thread.start()
+    threads += [_start(item, board) for item in handed[len(threads):]]  # handed over: their threads cancel them
     interrupted = _wait(threads) or interrupted or signals.stopping() or signals.received() is not None
+    signals.clear_stop()  # every thread has ended: the request is answered
     flown = {item.plan.run_id for item in handed}
     for plan, _ in runnable:
-        if plan.run_id not in flown:
+        if plan.run_id not in flown and plan.run_id not in board.records:
             board.skipped(plan, NOT_STARTED)
     board.manifest()
     return [board.records[p.run_id] for p in plans if p.run_id in board.records], board.results, interrupted
