@@ -196,6 +196,21 @@ def _state(run_dir: Path, plan: RunPlan, spec: RunSpec | None, sealed: set[str])
     return RunState(plan, run_dir, record, result, spec, keep, why)
 
 
+def _runtime_used(runs: list[RunState], run_dirs: list[Path]) -> str:
+    """The runtime the artifact's runs used: the one most records name, else the one whose in-flight files
+    (``Runtime.in_flight_file``: a Slurm job's) its run folders hold, else auto."""
+    used = Counter(r.record.runtime["name"] for r in runs if r.record and r.record.runtime.get("name") not in (None, "none"))
+    if used:
+        return used.most_common(1)[0][0]
+    from orchestrator.runtimes import get_runtime, runtime_names
+
+    for name in runtime_names():
+        marker = get_runtime(name).in_flight_file
+        if marker and any((folder / marker).is_file() for folder in run_dirs):
+            return name
+    return "auto"
+
+
 def plan_resume(folder: Path, runtime: str | None = None, device: str | None = None) -> ResumePlan:
     """Read the artifact and decide which runs to keep and which to run (changes nothing)."""
     artifact = open_artifact(folder)
@@ -226,8 +241,7 @@ def plan_resume(folder: Path, runtime: str | None = None, device: str | None = N
             runs.append(_state(artifact.run_dir(plan.run_id), plan, None, sealed))
     runs.sort(key=lambda r: _order(scenario, r.plan))
     if runtime is None:
-        used = Counter(r.record.runtime["name"] for r in runs if r.record and r.record.runtime.get("name") not in (None, "none"))
-        runtime = used.most_common(1)[0][0] if used else "auto"
+        runtime = _runtime_used(runs, run_dirs)
     if not runs and not unsearched:
         raise BadInput(f"{folder}: the artifact's scenario has no runs")
     finished = bool(manifest.get("complete")) and (artifact.root / SUMMARY).is_file()

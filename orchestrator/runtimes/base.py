@@ -58,6 +58,9 @@ class Runtime(ABC):
     """A place engines run. Implementations live one per module in this package."""
 
     name: str = ""
+    # a file this runtime writes into a run's folder as soon as the run is handed over (slurm: its job), so that
+    # resume knows the runtime of an artifact whose bench was killed before any run had a record
+    in_flight_file: str | None = None
 
     @abstractmethod
     def check(self, engine: EngineInfo, settings: RuntimeSettings) -> RuntimeFacts:

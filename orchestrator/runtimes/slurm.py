@@ -37,7 +37,7 @@ from orchestrator.runtimes.base import Execution, LineSink, PlannedRun, RunPaths
 from orchestrator.runtimes.engine_settings import RuntimeSettings
 from orchestrator.runtimes.local import FIXED_ENV, LocalRuntime
 from orchestrator.runtimes.runtime_facts import RuntimeFacts
-from orchestrator.runtimes.slurm_batch import SubmittedJob, job_record, read_job_file, reattachable, sbatch, submit_all, write_job_file
+from orchestrator.runtimes.slurm_batch import JOB_FILE, SubmittedJob, job_record, read_job_file, reattachable, sbatch, submit_all, write_job_file
 from orchestrator.runtimes.slurm_client import check_controller, check_tools, command_message, exit_status, partitions, run_command
 from orchestrator.runtimes.slurm_follow import JobFacts, LogTail, cancel, collect, follow, touch_lifeline
 from orchestrator.runtimes.slurm_job import JobRequest, job_script, lifeline_seconds, request_options
@@ -92,6 +92,7 @@ def job_folder(paths: RunPaths, cfg: SlurmSettings) -> Path:
 
 class SlurmRuntime(Runtime):
     name = "slurm"
+    in_flight_file = JOB_FILE
 
     def check(self, engine: EngineInfo, settings: RuntimeSettings) -> RuntimeFacts:
         cfg = settings.slurm
