@@ -40,7 +40,7 @@ from orchestrator.runtimes.runtime_facts import RuntimeFacts
 from orchestrator.runtimes.slurm_batch import JOB_FILE, SubmittedJob, job_record, read_job_file, reattachable, sbatch, submit_all, write_job_file
 from orchestrator.runtimes.slurm_client import check_controller, check_tools, command_message, exit_status, partitions, run_command
 from orchestrator.runtimes.slurm_follow import JobFacts, LogTail, cancel, collect, follow, touch_lifeline
-from orchestrator.runtimes.slurm_job import JobRequest, job_script, lifeline_seconds, request_options
+from orchestrator.runtimes.slurm_job import JobRequest, job_script, lifeline_path, lifeline_seconds, request_options
 from orchestrator.runtimes.slurm_settings import SlurmSettings
 
 
@@ -90,6 +90,11 @@ def job_folder(paths: RunPaths, cfg: SlurmSettings) -> Path:
     return cfg.shared_dir / f"bench-{artifact_id}" / paths.run_dir.name
 
 
+def job_name(paths: RunPaths) -> str:
+    """The run's job name, unique to the artifact and the run: ``bench-<artifact id>-<run id>``."""
+    return f"bench-{paths.run_dir.parent.parent.name}-{paths.run_dir.name}"
+
+
 class SlurmRuntime(Runtime):
     name = "slurm"
     in_flight_file = JOB_FILE
@@ -126,7 +131,10 @@ class SlurmRuntime(Runtime):
 
     def reattach(self, engine: EngineInfo, paths: RunPaths, settings: RuntimeSettings) -> str | None:
         folder = job_folder(paths, settings.slurm)
-        return reattachable(paths, folder / "result.json" if folder != paths.run_dir else paths.result)
+        note = reattachable(paths, folder / "result.json" if folder != paths.run_dir else paths.result)
+        if note is None:  # the run starts again: a job of it still queued (its id never recorded) must not race the new one
+            run_command(["scancel", "--name", job_name(paths), "--user", str(os.getuid())], timeout=30)
+        return note
 
     def execute(self, engine: EngineInfo, paths: RunPaths, settings: RuntimeSettings, timeout_s: float, sink: LineSink) -> Execution:
         cfg = settings.slurm
@@ -140,6 +148,7 @@ class SlurmRuntime(Runtime):
             return Execution("error", None, str(exc), base)
         info = self._facts(base, job, cfg)
         if submitted is None and signals.stopping():  # never submitted, and the scenario is stopping
+            lifeline_path(job).unlink(missing_ok=True)
             return Execution("interrupted", None, f"{signals.interrupt_reason()}; not submitted", info.facts())
         if submitted is None:
             failed = self._write_script(job, folder, paths, cfg, info)
@@ -182,18 +191,21 @@ class SlurmRuntime(Runtime):
         info = self._facts(RuntimeFacts(self.name, mode=cfg.mode), job, cfg)
         if self._write_script(job, folder, run.paths, cfg, info) is not None:
             return None
+        job_id: str | None = None
         try:
             job_id, why = sbatch(folder / "slurm-job.sh", folder, cfg, dependency)
-        except KeyboardInterrupt:  # sbatch may have submitted it: cancel by the run's unique name
-            cancel(None, job.job_name, info)
+            if job_id is None:
+                lifeline_path(job).unlink(missing_ok=True)  # execute() submits it again, or records why not
+                sink(f"slurm: {run.paths.run_dir.name}: {why}")
+                return None
+            submitted = job_record(run.paths.run_dir.name, job_id, job.job_name, dependency)
+            write_job_file(run.paths.run_dir, submitted)
+            sink(f"slurm: submitted job {job_id} for {run.paths.run_dir.name}" + (f" ({dependency})" if dependency else ""))
+            return submitted
+        except KeyboardInterrupt:  # not handed over: its job (by id, or by the run's unique name) must not outlive bench
+            cancel(job_id, job.job_name, info)
+            lifeline_path(job).unlink(missing_ok=True)
             raise
-        if job_id is None:
-            sink(f"slurm: {run.paths.run_dir.name}: {why}")
-            return None
-        submitted = job_record(run.paths.run_dir.name, job_id, job.job_name, dependency)
-        write_job_file(run.paths.run_dir, submitted)
-        sink(f"slurm: {run.paths.run_dir.name}: submitted job {job_id}" + (f" ({dependency})" if dependency else ""))
-        return submitted
 
     @staticmethod
     def _facts(base: RuntimeFacts, job: JobRequest, cfg: SlurmSettings) -> JobFacts:
@@ -234,7 +246,7 @@ class SlurmRuntime(Runtime):
         env = {**without_internal(settings.local.environment()), **FIXED_ENV}  # NVLink multicast stays off
         artifact_id = paths.run_dir.parent.parent.name
         job = JobRequest(
-            job_name=f"bench-{artifact_id}-{paths.run_dir.name}", workdir=folder, output=output, spec=spec, result=result,
+            job_name=job_name(paths), workdir=folder, output=output, spec=spec, result=result,
             dataset=paths.dataset, module=engine.module, mode=cfg.mode, partition=cfg.partition, account=cfg.account,
             time=cfg.time, gpus=self._gpus(cfg, spec_doc.get("device", "auto"), int((spec_doc.get("parity") or {}).get("devices", 1))), env=env,
             comment=f"run {paths.run_dir.name} of artifact {artifact_id} (engine {engine.name}, mode {cfg.mode})",

@@ -81,8 +81,8 @@ def matrix(tmp_path: Path, data_dir: Path, engine: EngineInfo, monkeypatch: pyte
     monkeypatch.setattr(concurrent, "get_engine", lambda name: engine)
     made = {}
 
-    def run(engines=("pytorch",), repeats=2, reporter=None, **slurm):
-        scenario = load_scenario("cifar_resnet50", sets=["workload.init=framework"], smoke=True)
+    def run(engines=("pytorch",), repeats=2, reporter=None, init="framework", **slurm):
+        scenario = load_scenario("cifar_resnet50", sets=[f"workload.init={init}"], smoke=True)
         plans = expand(scenario, engines=list(engines), precisions=["fp32"], repeats=repeats)
         art = create_artifact(tmp_path / "results", scenario.name)
         (art.root / SCENARIO).write_text(yaml.safe_dump(scenario.document, sort_keys=False))
@@ -158,6 +158,43 @@ def test_ctrl_c_cancels_every_job(fake_slurm, matrix, monkeypatch) -> None:
     manifest = json.loads((art.root / "manifest.json").read_text())
     assert manifest["complete"] is False and "in_flight" not in manifest
     assert validate_artifact(art.root) == []
+
+
+def test_ctrl_c_while_submitting(fake_slurm, matrix, monkeypatch) -> None:
+    """Ctrl-C right after the second job is submitted: both submitted jobs cancelled (interrupted, or skipped when it
+    came before the run was handed over), the third never submitted (skipped)."""
+    monkeypatch.setenv("FAKE_SLEEP_S", "60")
+
+    class Interrupting(Quiet):
+        def note(self, message: str) -> None:
+            super().note(message)
+            if message.startswith("slurm: submitted job 101"):
+                raise KeyboardInterrupt
+
+    art, outcome, plans = matrix(repeats=3, reporter=Interrupting())
+    assert outcome.interrupted and [job for job, _, _ in fake_slurm.submitted()] == ["100", "101"]
+    assert "scancel 100" in fake_slurm.calls() and "scancel 101" in fake_slurm.calls() and fake_slurm.running_jobs() == []
+    statuses = [_record(art, p.run_id)["status"] for p in plans]
+    assert statuses == ["interrupted", "skipped", "skipped"], statuses
+    assert _record(art, plans[2].run_id)["reason"] == "not started: the scenario was interrupted"
+    assert validate_artifact(art.root) == []
+
+
+def test_every_spec_and_the_shared_weights_before_the_first_job(fake_slurm, matrix, monkeypatch) -> None:
+    monkeypatch.setenv("FAKE_SLEEP_S", "0")
+    seen = {}
+    submit = SlurmRuntime.submit
+
+    def checking(self, runs, sink):
+        root = runs[0].paths.run_dir.parent.parent
+        seen["specs"] = all(run.paths.spec.is_file() for run in runs)
+        seen["init"] = any((root / "init").glob("*.safetensors"))
+        seen["sealed"] = any(f["path"].startswith("init/") for f in json.loads((root / "manifest.json").read_text())["files"])
+        return submit(self, runs, sink)
+
+    monkeypatch.setattr(SlurmRuntime, "submit", checking)
+    matrix(repeats=2, init="shared")
+    assert seen == {"specs": True, "init": True, "sealed": True}
 
 
 @pytest.mark.parametrize(("state", "outcome", "words"), [
