@@ -83,6 +83,7 @@ class Board:
     records: dict[str, RunRecord] = field(default_factory=dict)
     results: dict[str, EngineResult] = field(default_factory=dict)
     done: int = 0
+    claimed: set[str] = field(default_factory=set)  # runs whose thread has begun
     lock: threading.RLock = field(default_factory=threading.RLock)
 
     def manifest(self) -> None:
@@ -157,7 +158,11 @@ def _hand_over(staged: Sequence[Staged], reporter: Reporter) -> list[Staged]:
 
 
 def _fly(item: Staged, board: Board) -> None:
-    """One run's thread: follow it to its end through its runtime, judge it, record it."""
+    """One run's thread: follow it to its end through its runtime, judge it, record it (once, whatever started it)."""
+    with board.lock:
+        if item.plan.run_id in board.claimed:
+            return
+        board.claimed.add(item.plan.run_id)
     runtime = item.chosen.runtime
     try:
         done = execute_spec(item.paths, item.spec, runtime, item.engine, item.chosen.settings, board.sink(item.plan, runtime.name))
@@ -183,10 +188,14 @@ def _wait(threads: Sequence[threading.Thread]) -> bool:
             signals.request_stop()
 
 
-def _start(item: Staged, board: Board) -> threading.Thread:
-    thread = threading.Thread(target=_fly, args=(item, board), name=f"bench run {item.plan.run_id}", daemon=True)
-    thread.start()
-    return thread
+def _start_all(threads: Sequence[threading.Thread]) -> None:
+    """Start every thread not started yet (again after a KeyboardInterrupt cut the first pass short)."""
+    for thread in threads:
+        if thread.ident is None:
+            try:
+                thread.start()
+            except RuntimeError:  # started after all, just as the interrupt came
+                pass
 
 
 def run_concurrently(artifact: Artifact, scenario: Scenario, plans: Sequence[RunPlan], split: PreparedSplit,
@@ -216,12 +225,15 @@ def run_concurrently(artifact: Artifact, scenario: Scenario, plans: Sequence[Run
         board.flying.discard(INIT_DIR)
         board.manifest()  # the shared initial weights sealed before any job can read them
         handed = _hand_over(staged, reporter)
-        for item in handed:
-            threads.append(_start(item, board))
+        threads = [threading.Thread(target=_fly, args=(item, board), name=f"bench run {item.plan.run_id}", daemon=True)
+                   for item in handed]
+        _start_all(threads)
     except KeyboardInterrupt:
         interrupted = True
         signals.request_stop()
-    threads += [_start(item, board) for item in handed[len(threads):]]  # handed over: their threads cancel them
+    if len(threads) < len(handed):  # interrupted between the hand-over and the threads
+        threads = [threading.Thread(target=_fly, args=(item, board), daemon=True) for item in handed]
+    _start_all(threads)  # every run handed over gets its thread: it cancels its job when stopping
     interrupted = _wait(threads) or interrupted or signals.stopping() or signals.received() is not None
     signals.clear_stop()  # every thread has ended: the request is answered
     flown = {item.plan.run_id for item in handed}
