@@ -35,7 +35,7 @@ from orchestrator.model.initweights import INIT_DIR, shared_init
 from orchestrator.run.attempt import Attempt, Judgement, execute_spec, run_paths, write_spec
 from orchestrator.run.finish import Reporter, attempt_record, new_record, write_record
 from orchestrator.run.runtime_choice import ChosenRuntime
-from orchestrator.runtimes import Execution, PlannedRun, RunPaths, RuntimeFacts, RuntimeSettings, get_runtime
+from orchestrator.runtimes import Execution, LineSink, PlannedRun, RunPaths, RuntimeFacts, RuntimeSettings, get_runtime
 from orchestrator.scenario import RunPlan, Scenario
 from orchestrator.scenario.matrix import build_spec
 
@@ -115,7 +115,7 @@ class Board:
     def rel(self, plan: RunPlan) -> str:
         return self.artifact.run_dir(plan.run_id).relative_to(self.artifact.root).as_posix()
 
-    def sink(self, plan: RunPlan, runtime: str):
+    def sink(self, plan: RunPlan, runtime: str) -> LineSink:
         """A run's line sink: the runtime's own lines ('slurm: job 12 running on n3') as notes; engine lines stay in engine.log."""
         prefix = f"{runtime}: "
 
