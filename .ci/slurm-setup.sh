@@ -11,8 +11,8 @@
 # (SlurmdParameters=config_overrides) so that two jobs can always run at once (bench's tests of a
 # matrix in flight need it). After (re)configuring, two jobs are submitted to check they run together.
 # Safe to run again: a running cluster whose node is idle and whose slurm.conf is unchanged is left
-# as it is; a changed slurm.conf is written and both daemons restarted (running jobs are requeued
-# by Slurm's state save; wait for them to end first).
+# as it is; a changed slurm.conf is written and both daemons restarted (do that on an idle cluster:
+# the controller's saved state keeps the queue, but a job running meanwhile may be lost).
 #
 # Environment: SLURM_PARTITION (default debug), SLURM_SETUP_TIMEOUT (seconds to wait, default 120).
 set -euo pipefail
