@@ -10,6 +10,10 @@ record at all, or no folder) is run with its plan, from that ``scenario.yaml`` a
 the artifact's specs (or summary) record. A scenario with a maximal batch search takes each
 run's batch from its ``maxbatch/*/search.json``; a search that never finished is made again.
 
+A run without a record that its runtime can still follow (``Runtime.reattach``: a Slurm job an earlier,
+killed bench left queued or running, or that ended with its result) keeps its folder and is followed to
+its end, not started again.
+
 The old folder of a re-run is moved aside, whole, to ``attempts/<run id>/<N>/`` (N = 1, 2, ...),
 so ``runs/`` keeps exactly one folder per run and earlier attempts stay in the artifact (and in its
 manifest) for inspection. A document of an old attempt that no longer matches its schema (a
