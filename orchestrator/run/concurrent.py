@@ -116,11 +116,15 @@ class Board:
         return self.artifact.run_dir(plan.run_id).relative_to(self.artifact.root).as_posix()
 
     def sink(self, plan: RunPlan, runtime: str) -> LineSink:
-        """A run's line sink: the runtime's own lines ('slurm: job 12 running on n3') as notes; engine lines stay in engine.log."""
+        """A run's line sink: the runtime's own lines ('slurm: job 12 running on n3') as notes, each state once (not the
+        repeated 'still pending' of a long queue: dozens of runs wait at once); engine lines stay in engine.log."""
         prefix = f"{runtime}: "
+        last = [""]
 
         def sink(line: str) -> None:
-            if line.startswith(prefix):
+            state = " ".join(line.split()[:4])  # 'slurm: job 12 pending'
+            if line.startswith(prefix) and state != last[0]:
+                last[0] = state
                 with self.lock:
                     self.reporter.note(f"{plan.run_id}: {line}")
 
