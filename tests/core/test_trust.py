@@ -188,6 +188,12 @@ def test_mixed_node_types_are_flagged() -> None:
     message = "mixed node types: the repeats ran on 2 kinds of node (gres=gpu:a100:8 partitions=gpu | gres=gpu:h100:8 partitions=gpu)"
     assert group["warnings"] == [message]
     assert warning_lines([GroupRow.from_json(group)]) == [f"fake fp32 optimized b32 x1: {message}"]
+    from orchestrator.judge.summary_model import Summary
+    from orchestrator.reports.data import ReportData
+    from orchestrator.reports.tables import groups
+
+    table = groups(ReportData("a", Summary.from_json(summary), {}, []))  # the report's groups table
+    assert message in table.cells[0][-1]
 
 
 @pytest.mark.parametrize("kinds", [("gres=gpu:h100:8",) * 3, (None, None, None), ("gres=gpu:h100:8", None, "gres=gpu:h100:8")])
