@@ -8,6 +8,8 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -90,7 +92,7 @@ class JobView:
 
 
 def _time(value: str | None) -> str | None:
-    return value if value and value not in ("Unknown", "None", "(null)") else None
+    return value if value and value not in ("Unknown", "None", "NONE", "N/A", "(null)") else None
 
 
 def query_job(job_id: str) -> JobView:
@@ -115,6 +117,47 @@ def in_queue(job_id: str) -> bool:
     proc = run_command(["squeue", "-h", "-j", job_id, "-o", "%T"], timeout=30)
     return proc.returncode == 0 and bool(proc.stdout.strip())
 
+
+class QueueWatch:
+    """One ``squeue`` call answers for every job this bench follows (the threads of a matrix in flight share it), at
+    most one call per ``max_age`` seconds however many jobs there are; ``scontrol`` is asked only about a job squeue
+    does not list, and for a job's final state (its exit code)."""
+
+    FORMAT = "%i|%T|%N|%r|%j|%S|%e"
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._jobs: set[str] = set()
+        self._asked: set[str] = set()
+        self._views: dict[str, JobView] = {}
+        self._at = float("-inf")
+
+    def view(self, job_id: str, max_age: float) -> JobView | None:
+        """The job as the latest ``squeue`` listed it (None: not listed, ask scontrol)."""
+        with self._lock:
+            self._jobs.add(job_id)
+            if time.monotonic() - self._at >= max_age or job_id not in self._asked:
+                self._refresh()
+            return self._views.get(job_id)
+
+    def forget(self, job_id: str) -> None:
+        with self._lock:
+            self._jobs.discard(job_id)
+            self._views.pop(job_id, None)
+
+    def _refresh(self) -> None:
+        ids = sorted(self._jobs)
+        proc = run_command(["squeue", "-h", "-t", "all", "-j", ",".join(ids), "-o", self.FORMAT], timeout=30)
+        self._at, self._asked, self._views = time.monotonic(), set(ids), {}
+        if proc.returncode != 0:
+            return  # every job is asked about with scontrol instead
+        for line in proc.stdout.splitlines():
+            job, state, node, reason, name, start, end = ([*line.strip().split("|"), *[""] * 7])[:7]
+            if job in self._jobs and state:
+                self._views[job] = JobView(state, node or None, reason or None, None, True, name or None, _time(start), _time(end))
+
+
+WATCH = QueueWatch()
 
 _NODE_TYPES: dict[str, str | None] = {}
 

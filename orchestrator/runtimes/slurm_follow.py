@@ -14,7 +14,7 @@ from pathlib import Path
 from orchestrator import signals
 from orchestrator.runtimes.base import Execution, LineSink, RunPaths
 from orchestrator.runtimes.runtime_facts import RuntimeFacts
-from orchestrator.runtimes.slurm_client import PENDING, TERMINAL, JobView, exit_status, in_queue, node_type, query_job, run_command
+from orchestrator.runtimes.slurm_client import PENDING, TERMINAL, WATCH, JobView, exit_status, in_queue, node_type, query_job, run_command
 from orchestrator.runtimes.slurm_job import JobRequest, lifeline_path
 from orchestrator.runtimes.slurm_settings import SlurmSettings
 
@@ -94,6 +94,14 @@ def touch_lifeline(job: JobRequest) -> None:
 def follow(job_id: str, job: JobRequest, paths: RunPaths, cfg: SlurmSettings, timeout_s: float,
            sink: LineSink, info: JobFacts, tail: LogTail) -> Execution:
     """Poll the job until it has ended (or exceeded ``timeout_s`` once running: cancelled), streaming its output."""
+    try:
+        return _follow(job_id, job, paths, cfg, timeout_s, sink, info, tail)
+    finally:
+        WATCH.forget(job_id)
+
+
+def _follow(job_id: str, job: JobRequest, paths: RunPaths, cfg: SlurmSettings, timeout_s: float,
+            sink: LineSink, info: JobFacts, tail: LogTail) -> Execution:
     submitted = time.monotonic()
     running_since: float | None = None
     last_state, last_note, last_answer = "", 0.0, time.monotonic()
@@ -101,7 +109,7 @@ def follow(job_id: str, job: JobRequest, paths: RunPaths, cfg: SlurmSettings, ti
         if signals.stopping():  # Ctrl-C/SIGTERM seen by the main thread while this one follows a job
             raise KeyboardInterrupt
         touch_lifeline(job)
-        view = query_job(job_id)
+        view = WATCH.view(job_id, cfg.poll_s / 2) or query_job(job_id)
         now = time.monotonic()
         if view.known:
             last_answer = now

@@ -118,11 +118,17 @@ FAKE_TOOL = textwrap.dedent('''\
         print(f"NodeName={{args[-1]}} Arch=x86_64 {{kind}} Partitions=debug State=IDLE")
         sys.exit(0)
     if tool == "squeue":
-        job = args[args.index("-j") + 1]
-        if alive(job) and not (STATE / f"{{job}}.gone").exists():
+        fmt = args[args.index("-o") + 1]
+        node = (STATE / "node").read_text().strip() if (STATE / "node").exists() else "fake"
+        for job in args[args.index("-j") + 1].split(","):
+            if (STATE / f"{{job}}.gone").exists():
+                continue
             st = state(job)[0]
-            fmt = args[args.index("-o") + 1]
-            print(f"{{st}}|fake|None|{{read(job, 'name')}}" if "|" in fmt else st)
+            if "-t" in args and st is not None:  # -t all: ended jobs the controller still knows too
+                print(f"{{job}}|{{st}}|{{node if st != 'PENDING' else ''}}|None|{{read(job, 'name')}}|"
+                      f"{{read(job, 'start') or 'N/A'}}|{{read(job, 'end') or 'NONE'}}")
+            elif "-t" not in args and alive(job):
+                print(f"{{st}}|{{node}}|None|{{read(job, 'name')}}" if "|" in fmt else st)
         sys.exit(0)
     if tool == "scancel":
         if args[:1] == ["--name"]:

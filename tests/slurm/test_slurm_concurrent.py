@@ -117,6 +117,11 @@ def test_the_matrix_is_submitted_up_front_interleaved(fake_slurm, matrix, monkey
         assert runtime["node"] == "fake" and runtime["scheduler_state"] == "COMPLETED" and runtime["node_type"] == "partitions=debug"
         assert read_job_file(art.run_dir(plan.run_id)).job_id == runtime["job_id"]
     assert validate_artifact(art.root) == [] and not outcome.interrupted
+    # one squeue call answers for every job followed; scontrol is asked about each job only as it ends
+    calls = fake_slurm.calls()
+    assert any("," in call for call in calls if call.startswith("squeue -h -t all -j "))
+    for job, _, _ in fake_slurm.submitted():
+        assert sum(call == f"scontrol show job -o {job}" for call in calls) <= 3, [c for c in calls if job in c]
 
 
 def test_the_cap_chains_the_jobs(fake_slurm, matrix, monkeypatch) -> None:
