@@ -3,7 +3,8 @@
 For each run bench writes a job script next to the spec in the job folder (the artifact's run
 folder, or ``<shared_dir>/bench-<artifact id>/<run id>/`` when ``slurm.shared_dir`` is set: a
 folder every node sees at the same path), submits it with ``sbatch --parsable``, follows it with
-``scontrol show job`` (``squeue`` as the fallback; never ``sacct``: accounting may be off), streams
+``squeue`` (one call for every job in flight, ``slurm_client.QueueWatch``) and ``scontrol show job``
+(never ``sacct``: accounting may be off), streams
 the job's output file into ``engine.log`` and the progress line, and returns when the job has
 ended. A matrix's runs are all in flight at once (``max_in_flight``: no limit): the executor hands
 every run over first (``submit``: each job submitted up front, in the matrix's order, capped by
