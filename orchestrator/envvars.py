@@ -231,6 +231,8 @@ USER: tuple[EnvVar, ...] = (
     EnvVar("BENCH_SLURM_IMAGE", "text", "the image of Slurm container mode", slurm_value("image")),
     EnvVar("BENCH_SLURM_SHARED_DIR", "folder", "staging folder every Slurm node sees", writable_folder),
     EnvVar("BENCH_SLURM_POLL_S", "number", "seconds between `scontrol` polls (0.05..600)", number(0.05, 600)),
+    EnvVar("BENCH_SLURM_MAX_CONCURRENT", "number", "at most this many of a matrix's Slurm jobs running at once (1..10000; default: no cap)",
+           slurm_value("max_concurrent")),
     EnvVar("BENCH_SLURM_LIFELINE_S", "number", "seconds without bench before a job stops its engine (0: off)",
            number(1e-3, 1e9, zero=True)),
     EnvVar("BENCH_TELEMETRY_INTERVAL_S", "number", "seconds between GPU telemetry samples (0.01..60, default 0.15; 0: off)",

@@ -6,6 +6,10 @@ engine, container or job is stopped and the run recorded as interrupted). Later 
 noted: the cleanup that follows (stopping the engine, writing the records, the summary and the
 manifest) is bounded in time and must not be cut short, or the artifact would not validate.
 The exit status is the shell's: 128 + the signal number (130 SIGINT, 143 SIGTERM, 129 SIGHUP).
+
+Signals reach the main thread only. Work done in other threads (the executor's runs in flight at once,
+``orchestrator.run.concurrent``) is told to stop with :func:`request_stop`: those threads poll
+:func:`stopping` and sleep with :func:`pause`, which the request cuts short.
 """
 
 from __future__ import annotations
@@ -18,6 +22,27 @@ from typing import Any
 
 HANDLED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _received: list[int] = []
+_stop = threading.Event()
+
+
+def request_stop() -> None:
+    """Ask every thread that polls :func:`stopping` to stop what it does (the main thread was interrupted)."""
+    _stop.set()
+
+
+def clear_stop() -> None:
+    """Forget an earlier stop request (a new scenario starts)."""
+    _stop.clear()
+
+
+def stopping() -> bool:
+    """Whether a stop was requested (:func:`request_stop`)."""
+    return _stop.is_set()
+
+
+def pause(seconds: float) -> None:
+    """Sleep ``seconds``, woken early by a stop request."""
+    _stop.wait(seconds)
 
 
 class Terminated(KeyboardInterrupt):
@@ -59,6 +84,7 @@ def termination_handled() -> Iterator[None]:
         yield
         return
     _received.clear()
+    _stop.clear()
     previous = {sig: signal.signal(sig, _handler) for sig in HANDLED}
     try:
         yield

@@ -37,6 +37,7 @@ class Member(NamedTuple):
     row: RunRow
     result: EngineResult | None
     warnings: Sequence[TrustWarning]
+    node_type: str | None = None  # the kind of node it ran on, where the runtime knows it (RuntimeFacts.node_type)
 
     @property
     def valid(self) -> bool:
@@ -122,7 +123,8 @@ def summarize(scenario: str, artifact_id: str, smoke: bool, runs: Sequence[Run],
     members = []
     for record, result in runs:
         warnings = run_warnings(RunFacts.of(record, result, host_cpus)) if result else []
-        members.append(Member(_with_parity_warnings(_run_row(record, result, warnings), verdicts), result, warnings))
+        members.append(Member(_with_parity_warnings(_run_row(record, result, warnings), verdicts), result, warnings,
+                              record.runtime.get("node_type")))
     rows = tuple(m.row for m in members)
     if reference is None:
         reference = next((row.engine for row in rows if row.status != "skipped"), None)
@@ -152,7 +154,8 @@ def _group(key: tuple[Any, ...], members: Sequence[Member], estimate: Mapping[st
     valid = [m for m in members if m.valid]
     throughputs = [m.row.throughput for m in valid if m.row.throughput is not None]
     summary_tp = sample_summary(throughputs)
-    warnings = group_warnings(GroupFacts(tuple(throughputs)), [(m.row.repeat or 0, m.warnings) for m in valid])
+    facts = GroupFacts(tuple(throughputs), tuple(m.node_type for m in valid if m.node_type))
+    warnings = group_warnings(facts, [(m.row.repeat or 0, m.warnings) for m in valid])
     rows = [m.row for m in valid]
     return GroupRow(
         **dict(zip(GROUP_KEYS, key, strict=True)), n=len(valid), n_total=len(members), throughput=summary_tp,

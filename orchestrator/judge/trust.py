@@ -59,9 +59,11 @@ class RunFacts:
 
 @dataclass(frozen=True)
 class GroupFacts:
-    """What the group checks read: the valid repeats' throughputs."""
+    """What the group checks read: the valid repeats' throughputs, and the kinds of node they ran on (where the
+    runtime knows it: a Slurm node's GRES, features and partitions)."""
 
     throughputs: tuple[float, ...]
+    node_types: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -142,6 +144,11 @@ def _high_spread(facts: GroupFacts) -> Fields | None:
     return {"spread": spread, "n": len(facts.throughputs)}
 
 
+def _mixed_nodes(facts: GroupFacts) -> Fields | None:
+    kinds = sorted(set(facts.node_types))
+    return {"kinds": " | ".join(kinds), "n": len(kinds)} if len(kinds) > 1 else None
+
+
 RUN_KINDS: tuple[Kind[RunFacts], ...] = (
     Kind("outliers", "run",
          f"a timing window's time per step is {OUTLIER_RATIO:g}x the run's median or more (or 1/{OUTLIER_RATIO:g} of it or less); "
@@ -162,6 +169,9 @@ GROUP_KINDS: tuple[Kind[GroupFacts], ...] = (
     Kind("high_spread", "group",
          f"the valid repeats' throughput spreads over more than {HIGH_SPREAD:.0%} of the median (IQR with 4+ repeats, else the range)",
          "high spread: {spread:.1%} of the median across {n} repeats", _high_spread),
+    Kind("mixed_nodes", "group",
+         "the valid repeats ran on nodes of different kinds (a Slurm node's GRES, features or partitions differ)",
+         "mixed node types: the repeats ran on {n} kinds of node ({kinds})", _mixed_nodes),
 )
 KINDS: dict[str, Kind[Any]] = {kind.id: kind for kind in (*RUN_KINDS, *GROUP_KINDS)}
 

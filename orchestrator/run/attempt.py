@@ -22,7 +22,8 @@ from orchestrator.judge.record import STATUSES, ParityVerdict, describe_mismatch
 from orchestrator.judge.result_read import REJECTED_RESULT, read_result
 from orchestrator.runtimes import Execution, RunPaths, Runtime, RuntimeSettings
 
-__all__ = ["REJECTED_RESULT", "Attempt", "Judgement", "RunMonitor", "describe_mismatches", "judge", "run_attempt"]
+__all__ = ["REJECTED_RESULT", "Attempt", "Judgement", "RunMonitor", "describe_mismatches", "execute_spec", "judge", "run_attempt",
+           "write_spec"]
 
 
 class MonitorReport(Protocol):
@@ -78,20 +79,32 @@ def run_paths(run_dir: Path, dataset: Path) -> RunPaths:
     return RunPaths(run_dir, run_dir / "spec.json", run_dir / "result.json", run_dir / "engine.log", dataset)
 
 
-def run_attempt(run_dir: Path, split: PreparedSplit, runtime: Runtime, engine: EngineInfo, settings: RuntimeSettings,
-                make_spec: Callable[[str], RunSpec], on_line: Callable[[str], None],
-                monitors: Sequence[RunMonitor] = ()) -> Attempt:
-    """Write ``make_spec(dataset path as the runtime mounts it)`` into ``run_dir``, execute it, judge it."""
+def write_spec(run_dir: Path, split: PreparedSplit, runtime: Runtime, make_spec: Callable[[str], RunSpec]) -> tuple[RunPaths, RunSpec]:
+    """Write ``make_spec(dataset path as the runtime mounts it)`` into ``run_dir``: the run's files and its spec."""
     paths = run_paths(run_dir, split.path)
     spec = make_spec(runtime.dataset_path(paths))
     write_json(paths.spec, spec.to_json(), "run-spec")
+    return paths, spec
+
+
+def execute_spec(paths: RunPaths, spec: RunSpec, runtime: Runtime, engine: EngineInfo, settings: RuntimeSettings,
+                 on_line: Callable[[str], None], monitors: Sequence[RunMonitor] = ()) -> Attempt:
+    """Execute the spec written in ``paths`` (monitors around it) and judge it."""
     for monitor in monitors:
-        monitor.start(run_dir, settings.gpu_request())
+        monitor.start(paths.run_dir, settings.gpu_request())
     try:
         execution = runtime.execute(engine, paths, settings, spec.measurement.timeout_s, on_line)
     finally:
         observed = {monitor.name: monitor.stop().to_json() for monitor in monitors}
     return Attempt(spec, execution, judge(spec, execution, paths.result), observed)
+
+
+def run_attempt(run_dir: Path, split: PreparedSplit, runtime: Runtime, engine: EngineInfo, settings: RuntimeSettings,
+                make_spec: Callable[[str], RunSpec], on_line: Callable[[str], None],
+                monitors: Sequence[RunMonitor] = ()) -> Attempt:
+    """Write ``make_spec(dataset path as the runtime mounts it)`` into ``run_dir``, execute it, judge it."""
+    paths, spec = write_spec(run_dir, split, runtime, make_spec)
+    return execute_spec(paths, spec, runtime, engine, settings, on_line, monitors)
 
 
 def _ended(code: int | None) -> str:

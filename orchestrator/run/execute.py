@@ -22,13 +22,14 @@ from orchestrator.data import PreparedSplit, prepare_split
 from orchestrator.engines.registry import EngineInfo, get_engine
 from orchestrator.errors import BadInput
 from orchestrator.host.gpus import NvmlSnapshot
-from orchestrator.host.provenance import finish_host, run_host
+from orchestrator.host.provenance import run_host
 from orchestrator.host.telemetry import GpuTelemetry
 from orchestrator.jsonio import write_text_atomic
 from orchestrator.judge.record import RunRecord
 from orchestrator.model.initweights import INIT_DIR, shared_init
 from orchestrator.run.attempt import RunMonitor, run_attempt
-from orchestrator.run.finish import Outcome, Reporter, finish, new_record, write_record
+from orchestrator.run.concurrent import in_flight_limit, run_concurrently
+from orchestrator.run.finish import Outcome, Reporter, attempt_record, finish, new_record, write_record
 from orchestrator.run.maxbatch import MAXBATCH_DIR, resolve_max_batch
 from orchestrator.run.runlength import cpu_run_warning
 from orchestrator.run.runtime_choice import ChosenRuntime
@@ -148,17 +149,9 @@ def _run_one(artifact: Artifact, scenario: Scenario, plan: RunPlan, split: Prepa
     done = run_attempt(run_dir, split, chosen.runtime, engine, chosen.settings,
                        lambda dataset_path: build_spec(scenario, plan, split, dataset_path, device, init),
                        reporter.engine_line, [factory() for factory in MONITORS])
-    if done.execution.info is not None:
-        runtime_info = runtime_info.merged(done.execution.info)
-    verdict = done.judgement
-    record = new_record(plan, verdict.status, verdict.reason, runtime_info.to_json(), started, time.monotonic() - clock,
-                        exit_code=done.execution.exit_code, parity=verdict.parity,
-                        throughput=verdict.throughput if verdict.status == "ok" else None,
-                        apparent_throughput=verdict.throughput if verdict.status == "invalid" else None,
-                        telemetry=dict(done.observed) if done.observed else None,
-                        host=finish_host(host).to_json())  # and the load average as the run ended
+    record = attempt_record(plan, done, runtime_info, started, time.monotonic() - clock, host)  # and the load average as it ended
     write_record(artifact, record)
-    return record, verdict.result
+    return record, done.judgement.result
 
 
 def run_scenario(scenario: Scenario, plans: list[RunPlan], options: RunOptions, reporter: Reporter) -> Outcome:
@@ -229,8 +222,12 @@ def recorded_document(scenario: Scenario, plans: list[RunPlan]) -> dict[str, Any
 def run_plans(artifact: Artifact, scenario: Scenario, plans: list[RunPlan], split: PreparedSplit,
               runtimes: dict[str, ChosenRuntime], options: RunOptions, reporter: Reporter,
               gpus: NvmlSnapshot, previous: list[tuple[RunRecord, EngineResult | None]] | None = None,
-              interrupted: bool = False) -> Outcome:
+              interrupted: bool = False, resumed: frozenset[str] = frozenset()) -> Outcome:
     """Run ``plans`` into ``artifact``; ``previous`` (record, result) pairs are kept and summarised too.
+
+    Runtimes that can have several runs in flight (``Runtime.max_in_flight``: slurm) run them all at once
+    (``orchestrator.run.concurrent``; ``resumed``: runs whose earlier job resume reattached); the others
+    run one after another, in order.
 
     A SIGINT/SIGTERM/SIGHUP (a KeyboardInterrupt, see orchestrator.signals) anywhere in a run ends
     it as interrupted; the runs not started are recorded as skipped, and summary and manifest
@@ -240,7 +237,7 @@ def run_plans(artifact: Artifact, scenario: Scenario, plans: list[RunPlan], spli
     flight is declared in the manifest, so what is there still validates and resume completes it.
     """
     try:
-        return _run_plans(artifact, scenario, plans, split, runtimes, options, reporter, gpus, previous, interrupted)
+        return _run_plans(artifact, scenario, plans, split, runtimes, options, reporter, gpus, previous, interrupted, resumed)
     except OSError as exc:
         raise artifact_write_error(artifact, exc) from None
 
@@ -254,9 +251,18 @@ def artifact_write_error(artifact: Artifact, exc: OSError) -> BadInput:
 def _run_plans(artifact: Artifact, scenario: Scenario, plans: list[RunPlan], split: PreparedSplit,
                runtimes: dict[str, ChosenRuntime], options: RunOptions, reporter: Reporter,
                gpus: NvmlSnapshot, previous: list[tuple[RunRecord, EngineResult | None]] | None,
-               interrupted: bool) -> Outcome:
+               interrupted: bool, resumed: frozenset[str]) -> Outcome:
     records: list[RunRecord] = [record for record, _ in previous or []]
     results: dict[str, EngineResult] = {record.run_id: result for record, result in previous or [] if result is not None}
+    interrupted = interrupted or signals.received() is not None
+    if not interrupted and in_flight_limit(plans, runtimes) != 1:
+        try:
+            done, found, interrupted = run_concurrently(artifact, scenario, plans, split, runtimes, options.device, reporter, resumed)
+        except KeyboardInterrupt:  # after the runs landed, before they were returned: a valid artifact all the same
+            return finish(artifact, scenario, records, results, reporter, gpus, True)
+        records += done
+        results.update(found)
+        plans = []
     for index, plan in enumerate(plans, 1):
         interrupted = interrupted or signals.received() is not None  # e.g. a signal during a max-batch probe
         if interrupted:

@@ -15,12 +15,15 @@ from orchestrator.artifacts.seal import tampered_run
 from orchestrator.clock import utc_now
 from orchestrator.host.gpus import NvmlSnapshot
 from orchestrator.host.hostinfo import host_facts
+from orchestrator.host.provenance import HostState, finish_host
 from orchestrator.jsonio import read_json, write_json
 from orchestrator.judge.parity import CrossRun, cross_engine
 from orchestrator.judge.record import RunRecord, describe_mismatches
 from orchestrator.judge.summary import summarize
 from orchestrator.judge.summary_model import CrossFinding, Summary
+from orchestrator.run.attempt import Attempt
 from orchestrator.run.maxbatch import MAXBATCH_DIR, SEARCH_FILE
+from orchestrator.runtimes import RuntimeFacts
 from orchestrator.scenario import RunPlan, Scenario
 from orchestrator.scenario.matrix import reference_engine
 
@@ -54,6 +57,20 @@ def new_record(plan: RunPlan, status: str, reason: str | None, runtime: Mapping[
     return RunRecord(run_id=plan.run_id, engine=plan.engine, precision=plan.precision, path=plan.path,
                      batch_per_device=plan.batch, devices=plan.devices, repeat=plan.repeat, status=status, reason=reason,
                      runtime=dict(runtime), started_at=started, finished_at=utc_now(), wall_s=round(wall_s, 3), **outcome)
+
+
+def attempt_record(plan: RunPlan, attempt: Attempt, runtime: RuntimeFacts, started: str, wall_s: float,
+                   host: HostState) -> RunRecord:
+    """The record of ``plan``'s finished attempt: its verdict, the runtime's facts of it, what the monitors saw,
+    the host before it (``host``) and as it ended."""
+    if attempt.execution.info is not None:
+        runtime = runtime.merged(attempt.execution.info)
+    verdict = attempt.judgement
+    return new_record(plan, verdict.status, verdict.reason, runtime.to_json(), started, wall_s,
+                      exit_code=attempt.execution.exit_code, parity=verdict.parity,
+                      throughput=verdict.throughput if verdict.status == "ok" else None,
+                      apparent_throughput=verdict.throughput if verdict.status == "invalid" else None,
+                      telemetry=dict(attempt.observed) if attempt.observed else None, host=finish_host(host).to_json())
 
 
 def write_record(artifact: Artifact, record: RunRecord) -> None:

@@ -10,6 +10,10 @@ record at all, or no folder) is run with its plan, from that ``scenario.yaml`` a
 the artifact's specs (or summary) record. A scenario with a maximal batch search takes each
 run's batch from its ``maxbatch/*/search.json``; a search that never finished is made again.
 
+A run without a record that its runtime can still follow (``Runtime.reattach``: a Slurm job an earlier,
+killed bench left queued or running, or that ended with its result) keeps its folder and is followed to
+its end, not started again.
+
 The old folder of a re-run is moved aside, whole, to ``attempts/<run id>/<N>/`` (N = 1, 2, ...),
 so ``runs/`` keeps exactly one folder per run and earlier attempts stay in the artifact (and in its
 manifest) for inspection. A document of an old attempt that no longer matches its schema (a
@@ -23,7 +27,7 @@ import dataclasses
 import json
 import shutil
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -36,6 +40,7 @@ from orchestrator.errors import BadInput
 from orchestrator.judge.record import RunRecord
 from orchestrator.run.finish import Outcome, Reporter
 from orchestrator.run.maxbatch import MAXBATCH_DIR, SEARCH_FILE, resolve_max_batch
+from orchestrator.run.runtime_choice import ChosenRuntime
 from orchestrator.scenario import RunPlan, Scenario, expand, load_scenario
 from orchestrator.schemas import SchemaError, validate
 
@@ -195,6 +200,21 @@ def _state(run_dir: Path, plan: RunPlan, spec: RunSpec | None, sealed: set[str])
     return RunState(plan, run_dir, record, result, spec, keep, why)
 
 
+def _runtime_used(runs: list[RunState], run_dirs: list[Path]) -> str:
+    """The runtime the artifact's runs used: the one most records name, else the one whose in-flight files
+    (``Runtime.in_flight_file``: a Slurm job's) its run folders hold, else auto."""
+    used = Counter(r.record.runtime["name"] for r in runs if r.record and r.record.runtime.get("name") not in (None, "none"))
+    if used:
+        return used.most_common(1)[0][0]
+    from orchestrator.runtimes import get_runtime, runtime_names
+
+    for name in runtime_names():
+        marker = get_runtime(name).in_flight_file
+        if marker and any((folder / marker).is_file() for folder in run_dirs):
+            return name
+    return "auto"
+
+
 def plan_resume(folder: Path, runtime: str | None = None, device: str | None = None) -> ResumePlan:
     """Read the artifact and decide which runs to keep and which to run (changes nothing)."""
     artifact = open_artifact(folder)
@@ -225,8 +245,7 @@ def plan_resume(folder: Path, runtime: str | None = None, device: str | None = N
             runs.append(_state(artifact.run_dir(plan.run_id), plan, None, sealed))
     runs.sort(key=lambda r: _order(scenario, r.plan))
     if runtime is None:
-        used = Counter(r.record.runtime["name"] for r in runs if r.record and r.record.runtime.get("name") not in (None, "none"))
-        runtime = used.most_common(1)[0][0] if used else "auto"
+        runtime = _runtime_used(runs, run_dirs)
     if not runs and not unsearched:
         raise BadInput(f"{folder}: the artifact's scenario has no runs")
     finished = bool(manifest.get("complete")) and (artifact.root / SUMMARY).is_file()
@@ -289,13 +308,17 @@ def resume(plan: ResumePlan, settings: dict[str, Any], reporter: Reporter, force
         raise BadInput(f"{artifact.root}: the dataset changed since the artifact was made "
                        f"(sha256 {split.sha256[:12]} now, {', '.join(sorted(s[:12] for s in recorded))} then); start a new run")
     note_dataset(split, reporter)
+    attached = reattach(plan, runtimes, split.path, reporter)  # jobs an earlier bench left in flight: followed, not resubmitted
+    staying = [_rel(artifact, run.folder) for run in todo if run.plan.run_id in attached]
     unfinished = [f for f in sorted((artifact.root / MAXBATCH_DIR).glob("*")) if f.is_dir() and not (f / SEARCH_FILE).is_file()]
-    moving = [run.folder for run in todo if run.folder.is_dir()] + unfinished
+    moving = [run.folder for run in todo if run.folder.is_dir() and run.plan.run_id not in attached] + unfinished
     # what the manifest sealed, read before the folders that move are declared in flight (then unlisted)
     listed = None if forced else {item["path"] for item in (_read_json(artifact.root / MANIFEST, "manifest") or {}).get("files") or []}
     # killed while moving, the artifact still validates: what moves, and where to, is in flight
-    write_manifest(artifact, complete=False, in_flight_folders=[f.relative_to(artifact.root).as_posix() for f in moving] + [ATTEMPTS])
+    write_manifest(artifact, complete=False, in_flight_folders=[_rel(artifact, f) for f in moving] + [ATTEMPTS] + staying)
     for run in todo:
+        if run.plan.run_id in attached:
+            continue
         if run.folder.is_dir():
             moved = move_aside(artifact, run.folder, run.plan.run_id, listed)
             reporter.note(f"{run.plan.run_id}: {run.why}; old attempt moved to {moved.relative_to(artifact.root).as_posix()}")
@@ -303,7 +326,7 @@ def resume(plan: ResumePlan, settings: dict[str, Any], reporter: Reporter, force
             reporter.note(f"{run.plan.run_id}: {run.why}")
     for folder in unfinished:  # a maximal batch search cut short: made again
         move_aside(artifact, folder, f"{MAXBATCH_DIR}-{folder.name}")
-    write_manifest(artifact, complete=False, in_flight_folders=[MAXBATCH_DIR] if plan.unsearched else None)
+    write_manifest(artifact, complete=False, in_flight_folders=([MAXBATCH_DIR] if plan.unsearched else []) + staying)
     previous = [(r.record, r.result) for r in plan.kept if r.record is not None]
     plans = [r.plan for r in todo]
     interrupted = False
@@ -313,4 +336,23 @@ def resume(plan: ResumePlan, settings: dict[str, Any], reporter: Reporter, force
         except KeyboardInterrupt:
             plans, interrupted = plans + plan.unsearched, True
         plans.sort(key=lambda p: _order(scenario, p))
-    return run_plans(artifact, scenario, plans, split, runtimes, options, reporter, gpus, previous=previous, interrupted=interrupted)
+    return run_plans(artifact, scenario, plans, split, runtimes, options, reporter, gpus, previous=previous, interrupted=interrupted,
+                     resumed=frozenset(attached))
+
+
+def reattach(plan: ResumePlan, runtimes: Mapping[str, ChosenRuntime], dataset: Path, reporter: Reporter) -> set[str]:
+    """The runs to run again whose earlier attempt their runtime can still follow (``Runtime.reattach``: a Slurm job
+    still queued or running, or ended with its result): their folders stay, and no new attempt starts."""
+    from orchestrator.engines.registry import get_engine
+    from orchestrator.run.attempt import run_paths
+
+    attached = set()
+    for run in plan.to_run:
+        chosen = runtimes.get(run.plan.engine)
+        if chosen is None or run.plan.skip_reason or run.record is not None or run.spec is None:
+            continue  # a run with a record ended in an earlier bench: nothing of it is in flight
+        note = chosen.runtime.reattach(get_engine(run.plan.engine), run_paths(run.folder, dataset), chosen.settings)
+        if note is not None:
+            attached.add(run.plan.run_id)
+            reporter.note(f"{run.plan.run_id}: {note}")
+    return attached

@@ -12,11 +12,11 @@ import pkgutil
 from functools import cache
 
 from orchestrator.errors import BadInput
-from orchestrator.runtimes.base import Execution, LineSink, RunPaths, Runtime
+from orchestrator.runtimes.base import Execution, LineSink, PlannedRun, RunPaths, Runtime
 from orchestrator.runtimes.engine_settings import RuntimeSettings
 from orchestrator.runtimes.runtime_facts import RuntimeFacts
 
-__all__ = ["Execution", "LineSink", "RunPaths", "Runtime", "RuntimeFacts", "RuntimeSettings", "get_runtime", "runtime_names"]
+__all__ = ["Execution", "LineSink", "PlannedRun", "RunPaths", "Runtime", "RuntimeFacts", "RuntimeSettings", "get_runtime", "runtime_names"]
 
 
 SHARED_HELPERS = frozenset({"base", "process"})

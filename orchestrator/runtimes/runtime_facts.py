@@ -79,6 +79,9 @@ class RuntimeFacts:
     run_s: float | None = None
     scheduler_state: str | None = None
     exit_code: str | None = None  # as Slurm reports it ('3:0')
+    job_start: str | None = None  # slurm: the job's StartTime and EndTime as scontrol reports them (the cluster's local time)
+    job_end: str | None = None
+    node_type: str | None = None  # slurm: the node's kind as scontrol show node reports it (GRES, features, partitions)
 
     def __post_init__(self) -> None:
         if not self.name:

@@ -3,11 +3,18 @@
 For each run bench writes a job script next to the spec in the job folder (the artifact's run
 folder, or ``<shared_dir>/bench-<artifact id>/<run id>/`` when ``slurm.shared_dir`` is set: a
 folder every node sees at the same path), submits it with ``sbatch --parsable``, follows it with
-``scontrol show job`` (``squeue`` as the fallback; never ``sacct``: accounting may be off), streams
+``squeue`` (one call for every job in flight, ``slurm_client.QueueWatch``) and ``scontrol show job``
+(never ``sacct``: accounting may be off), streams
 the job's output file into ``engine.log`` and the progress line, and returns when the job has
-ended. Jobs run one at a time (the executor runs plans in order). A run that exceeds its
-measurement timeout once running, or is interrupted (Ctrl-C), is cancelled with ``scancel`` and
-waited for, so no job is left behind.
+ended. A matrix's runs are all in flight at once (``max_in_flight``: no limit): the executor hands
+every run over first (``submit``: each job submitted up front, in the matrix's order, capped by
+``slurm.max_concurrent`` through job dependencies, its id written to the run folder's
+``slurm-job.json``: ``slurm_batch``), then ``execute`` follows each run's job in its own thread. A run
+that exceeds its measurement timeout once running, or is interrupted (Ctrl-C, SIGTERM: the executor's
+stop request), is cancelled with ``scancel`` and waited for, so no job is left behind; a job that ends
+CANCELLED (by someone else), PREEMPTED, NODE_FAIL, BOOT_FAIL, OUT_OF_MEMORY, TIMEOUT, or vanishes, is a
+failure of its run naming the state. ``reattach`` lets ``bench scenario resume`` follow the jobs a
+killed bench left queued or running (or ended with a result) instead of submitting them again.
 
 Settings: :class:`orchestrator.runtimes.slurm_settings.SlurmSettings`. Beside this module, by job:
 ``slurm_client`` (the Slurm commands and the scheduler's view of a job), ``slurm_job`` (the job
@@ -19,6 +26,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -26,13 +34,14 @@ from orchestrator import signals
 from orchestrator.engines.registry import EngineInfo
 from orchestrator.envvars import without_internal
 from orchestrator.errors import BadInput
-from orchestrator.runtimes.base import Execution, LineSink, RunPaths, Runtime
+from orchestrator.runtimes.base import Execution, LineSink, PlannedRun, RunPaths, Runtime
 from orchestrator.runtimes.engine_settings import RuntimeSettings
 from orchestrator.runtimes.local import FIXED_ENV, LocalRuntime
 from orchestrator.runtimes.runtime_facts import RuntimeFacts
+from orchestrator.runtimes.slurm_batch import JOB_FILE, SubmittedJob, job_record, read_job_file, reattachable, sbatch, submit_all, write_job_file
 from orchestrator.runtimes.slurm_client import check_controller, check_tools, command_message, exit_status, partitions, run_command
 from orchestrator.runtimes.slurm_follow import JobFacts, LogTail, cancel, collect, follow, touch_lifeline
-from orchestrator.runtimes.slurm_job import JobRequest, job_script, lifeline_seconds, request_options
+from orchestrator.runtimes.slurm_job import JobRequest, job_script, lifeline_path, lifeline_seconds, request_options
 from orchestrator.runtimes.slurm_settings import SlurmSettings
 
 
@@ -82,8 +91,14 @@ def job_folder(paths: RunPaths, cfg: SlurmSettings) -> Path:
     return cfg.shared_dir / f"bench-{artifact_id}" / paths.run_dir.name
 
 
+def job_name(paths: RunPaths) -> str:
+    """The run's job name, unique to the artifact and the run: ``bench-<artifact id>-<run id>``."""
+    return f"bench-{paths.run_dir.parent.parent.name}-{paths.run_dir.name}"
+
+
 class SlurmRuntime(Runtime):
     name = "slurm"
+    in_flight_file = JOB_FILE
 
     def check(self, engine: EngineInfo, settings: RuntimeSettings) -> RuntimeFacts:
         cfg = settings.slurm
@@ -107,44 +122,54 @@ class SlurmRuntime(Runtime):
             raise BadInput(f"--runtime slurm: the cluster refuses the job request ({' '.join(asked) or 'defaults'}): {command_message(test)}")
         return info
 
+    def max_in_flight(self, settings: RuntimeSettings) -> int | None:
+        """Every run of the matrix in flight at once: submitted up front, followed together; Slurm (and the
+        ``slurm.max_concurrent`` cap, see ``slurm_batch``) decides how many run."""
+        return None
+
+    def submit(self, runs: Sequence[PlannedRun], sink: LineSink) -> int:
+        return submit_all(runs, lambda run, dependency: self._submit(run, dependency, sink), sink)
+
+    def reattach(self, engine: EngineInfo, paths: RunPaths, settings: RuntimeSettings) -> str | None:
+        folder = job_folder(paths, settings.slurm)
+        note = reattachable(paths, folder / "result.json" if folder != paths.run_dir else paths.result)
+        if note is None:  # the run starts again: a job of it still queued (its id never recorded) must not race the new one
+            run_command(["scancel", "--name", job_name(paths), "--user", str(os.getuid())], timeout=30)
+        return note
+
     def execute(self, engine: EngineInfo, paths: RunPaths, settings: RuntimeSettings, timeout_s: float, sink: LineSink) -> Execution:
         cfg = settings.slurm
-        checked = settings.checked or RuntimeFacts(self.name)
         base = RuntimeFacts(self.name, mode=cfg.mode)
+        submitted = read_job_file(paths.run_dir)  # submitted up front, or by an earlier bench (resume reattaches)
         try:
-            job, folder = self._prepare(engine, paths, settings, cfg, checked)
+            job, folder = self._prepare(engine, paths, settings, stage=submitted is None)
         except OSError as exc:
             return Execution("error", None, f"cannot write the job files: {exc.strerror or exc}", base)
         except BadInput as exc:
             return Execution("error", None, str(exc), base)
-        info = JobFacts(replace(base, interpreter=job.interpreter or None, image=job.image or None, partition=cfg.partition,
-                                gpus=job.gpus or None))
-        script = folder / "slurm-job.sh"
-        try:
-            script.write_text(job_script(job, cfg.sbatch_args))
-            script.chmod(0o755)
-            touch_lifeline(job)  # fresh before the job can start
-            if folder != paths.run_dir:  # the script as submitted, kept with the run's record
-                shutil.copyfile(script, paths.run_dir / "slurm-job.sh")
-        except OSError as exc:
-            return Execution("error", None, f"cannot write the job script {script}: {exc.strerror or exc}", info.facts())
-        except BadInput as exc:  # a value that cannot be carried safely by the script: nothing is submitted
-            return Execution("error", None, f"job script refused: {exc}", info.facts())
+        info = self._facts(base, job, cfg)
+        if submitted is None and signals.stopping():  # never submitted, and the scenario is stopping
+            lifeline_path(job).unlink(missing_ok=True)
+            return Execution("interrupted", None, f"{signals.interrupt_reason()}; not submitted", info.facts())
+        if submitted is None:
+            failed = self._write_script(job, folder, paths, cfg, info)
+            if failed is not None:
+                return failed
         tail = LogTail(job.output, paths.log, sink)
-        job_id: str | None = None
+        job_id: str | None = submitted.job_id if submitted else None
         finished = False
         try:
-            proc = run_command(["sbatch", "--parsable", *cfg.sbatch_args, str(script)], cwd=folder)
-            if proc.returncode != 0 or not proc.stdout.strip():
-                finished = True
-                return Execution("error", None, f"sbatch failed: {command_message(proc)}", info.facts())
-            job_id = proc.stdout.strip().splitlines()[-1].split(";")[0].strip()
+            if job_id is None:
+                job_id, why = sbatch(folder / "slurm-job.sh", folder, cfg, None)
+                if job_id is None:
+                    finished = True
+                    return Execution("error", None, why, info.facts())
+                sink(f"slurm: submitted job {job_id}" + (f" to partition {cfg.partition}" if cfg.partition else ""))
             info.job_id = job_id
-            sink(f"slurm: submitted job {job_id}" + (f" to partition {cfg.partition}" if cfg.partition else ""))
             execution = follow(job_id, job, paths, cfg, timeout_s, sink, info, tail)
             finished = True
             return execution
-        except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM or SIGHUP (orchestrator.signals)
+        except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM or SIGHUP (orchestrator.signals), or a stop request
             sink("slurm: interrupted; cancelling " + (f"job {job_id}" if job_id else f"jobs named {job.job_name}"))
             view = cancel(job_id, job.job_name, info)
             finished = True
@@ -157,14 +182,64 @@ class SlurmRuntime(Runtime):
 
     # -- the steps of one run ---------------------------------------------------------------------
 
-    def _prepare(self, engine: EngineInfo, paths: RunPaths, settings: RuntimeSettings, cfg: SlurmSettings,
-                 checked: RuntimeFacts) -> tuple[JobRequest, Path]:
+    def _submit(self, run: PlannedRun, dependency: str | None, sink: LineSink) -> SubmittedJob | None:
+        """Stage and submit one run up front; its job recorded in its folder (None: refused, ``execute`` says why)."""
+        cfg = run.settings.slurm
+        try:
+            job, folder = self._prepare(run.engine, run.paths, run.settings, stage=True)
+        except (OSError, BadInput):
+            return None  # execute() meets the same problem and records it
+        info = self._facts(RuntimeFacts(self.name, mode=cfg.mode), job, cfg)
+        if self._write_script(job, folder, run.paths, cfg, info) is not None:
+            return None
+        job_id: str | None = None
+        try:
+            job_id, why = sbatch(folder / "slurm-job.sh", folder, cfg, dependency)
+            if job_id is None:
+                lifeline_path(job).unlink(missing_ok=True)  # execute() submits it again, or records why not
+                sink(f"slurm: {run.paths.run_dir.name}: {why}")
+                return None
+            submitted = job_record(run.paths.run_dir.name, job_id, job.job_name, dependency)
+            write_job_file(run.paths.run_dir, submitted)
+            sink(f"slurm: submitted job {job_id} for {run.paths.run_dir.name}" + (f" ({dependency})" if dependency else ""))
+            return submitted
+        except KeyboardInterrupt:  # not handed over: its job (by id, or by the run's unique name) must not outlive bench
+            cancel(job_id, job.job_name, info)
+            lifeline_path(job).unlink(missing_ok=True)
+            raise
+
+    @staticmethod
+    def _facts(base: RuntimeFacts, job: JobRequest, cfg: SlurmSettings) -> JobFacts:
+        return JobFacts(replace(base, interpreter=job.interpreter or None, image=job.image or None, partition=cfg.partition,
+                                gpus=job.gpus or None))
+
+    @staticmethod
+    def _write_script(job: JobRequest, folder: Path, paths: RunPaths, cfg: SlurmSettings, info: JobFacts) -> Execution | None:
+        """The job script (and a fresh lifeline) in the job folder; an error Execution when it cannot be written."""
+        script = folder / "slurm-job.sh"
+        try:
+            script.write_text(job_script(job, cfg.sbatch_args))
+            script.chmod(0o755)
+            touch_lifeline(job)  # fresh before the job can start
+            if folder != paths.run_dir:  # the script as submitted, kept with the run's record
+                shutil.copyfile(script, paths.run_dir / "slurm-job.sh")
+        except OSError as exc:
+            return Execution("error", None, f"cannot write the job script {script}: {exc.strerror or exc}", info.facts())
+        except BadInput as exc:  # a value that cannot be carried safely by the script: nothing is submitted
+            return Execution("error", None, f"job script refused: {exc}", info.facts())
+        return None
+
+    def _prepare(self, engine: EngineInfo, paths: RunPaths, settings: RuntimeSettings, stage: bool) -> tuple[JobRequest, Path]:
+        """The job of the run and its folder; ``stage``: copy the spec to the shared folder (a job to submit now)."""
+        cfg = settings.slurm
+        checked = settings.checked or RuntimeFacts(self.name)
         folder = job_folder(paths, cfg)
         if folder != paths.run_dir:
-            folder.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(paths.spec, folder / "spec.json")
-            for stale in ("result.json", "job.out"):
-                (folder / stale).unlink(missing_ok=True)
+            if stage:
+                folder.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(paths.spec, folder / "spec.json")
+                for stale in ("result.json", "job.out"):
+                    (folder / stale).unlink(missing_ok=True)
             spec, result, output = folder / "spec.json", folder / "result.json", folder / "job.out"
         else:
             spec, result, output = paths.spec, paths.result, paths.log
@@ -172,7 +247,7 @@ class SlurmRuntime(Runtime):
         env = {**without_internal(settings.local.environment()), **FIXED_ENV}  # NVLink multicast stays off
         artifact_id = paths.run_dir.parent.parent.name
         job = JobRequest(
-            job_name=f"bench-{artifact_id}-{paths.run_dir.name}", workdir=folder, output=output, spec=spec, result=result,
+            job_name=job_name(paths), workdir=folder, output=output, spec=spec, result=result,
             dataset=paths.dataset, module=engine.module, mode=cfg.mode, partition=cfg.partition, account=cfg.account,
             time=cfg.time, gpus=self._gpus(cfg, spec_doc.get("device", "auto"), int((spec_doc.get("parity") or {}).get("devices", 1))), env=env,
             comment=f"run {paths.run_dir.name} of artifact {artifact_id} (engine {engine.name}, mode {cfg.mode})",

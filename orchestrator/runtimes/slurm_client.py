@@ -8,6 +8,8 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,6 +86,13 @@ class JobView:
     reason: str | None = None
     exit_code: str | None = None
     known: bool = False  # the controller answered about the job
+    name: str | None = None
+    start: str | None = None  # StartTime, EndTime as scontrol reports them (None: unknown)
+    end: str | None = None
+
+
+def _time(value: str | None) -> str | None:
+    return value if value and value not in ("Unknown", "None", "NONE", "N/A", "(null)") else None
 
 
 def query_job(job_id: str) -> JobView:
@@ -93,11 +102,12 @@ def query_job(job_id: str) -> JobView:
         fields = parse_job(proc.stdout)
         node = fields.get("BatchHost") or fields.get("NodeList") or None
         state = fields.get("JobState", "UNKNOWN")
-        return JobView(state, node if node and node != "(null)" else None, fields.get("Reason"), fields.get("ExitCode"), True)
-    queue = run_command(["squeue", "-h", "-j", job_id, "-o", "%T|%N|%r"], timeout=30)
+        return JobView(state, node if node and node != "(null)" else None, fields.get("Reason"), fields.get("ExitCode"), True,
+                       fields.get("JobName"), _time(fields.get("StartTime")), _time(fields.get("EndTime")))
+    queue = run_command(["squeue", "-h", "-j", job_id, "-o", "%T|%N|%r|%j"], timeout=30)
     if queue.returncode == 0 and queue.stdout.strip():
-        state, node, reason = ([*queue.stdout.strip().splitlines()[0].split("|"), "", ""])[:3]
-        return JobView(state or "UNKNOWN", node or None, reason or None, None, True)
+        state, node, reason, name = ([*queue.stdout.strip().splitlines()[0].split("|"), "", "", ""])[:4]
+        return JobView(state or "UNKNOWN", node or None, reason or None, None, True, name or None)
     if "Invalid job id" in (proc.stderr + queue.stderr) or (queue.returncode == 0 and not queue.stdout.strip() and proc.returncode != 0):
         return JobView("GONE", known=True)  # purged from the controller: it ended long ago
     return JobView()
@@ -106,3 +116,59 @@ def query_job(job_id: str) -> JobView:
 def in_queue(job_id: str) -> bool:
     proc = run_command(["squeue", "-h", "-j", job_id, "-o", "%T"], timeout=30)
     return proc.returncode == 0 and bool(proc.stdout.strip())
+
+
+class QueueWatch:
+    """One ``squeue`` call answers for every job this bench follows (the threads of a matrix in flight share it), at
+    most one call per ``max_age`` seconds however many jobs there are; ``scontrol`` is asked only about a job squeue
+    does not list, and for a job's final state (its exit code)."""
+
+    FORMAT = "%i|%T|%N|%r|%j|%S|%e"
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._jobs: set[str] = set()
+        self._asked: set[str] = set()
+        self._views: dict[str, JobView] = {}
+        self._at = float("-inf")
+
+    def view(self, job_id: str, max_age: float) -> JobView | None:
+        """The job as the latest ``squeue`` listed it (None: not listed, ask scontrol)."""
+        with self._lock:
+            self._jobs.add(job_id)
+            if time.monotonic() - self._at >= max_age or job_id not in self._asked:
+                self._refresh()
+            return self._views.get(job_id)
+
+    def forget(self, job_id: str) -> None:
+        with self._lock:
+            self._jobs.discard(job_id)
+            self._views.pop(job_id, None)
+
+    def _refresh(self) -> None:
+        ids = sorted(self._jobs)
+        proc = run_command(["squeue", "-h", "-t", "all", "-j", ",".join(ids), "-o", self.FORMAT], timeout=30)
+        self._at, self._asked, self._views = time.monotonic(), set(ids), {}
+        if proc.returncode != 0:
+            return  # every job is asked about with scontrol instead
+        for line in proc.stdout.splitlines():
+            job, state, node, reason, name, start, end = ([*line.strip().split("|"), *[""] * 7])[:7]
+            if job in self._jobs and state:
+                self._views[job] = JobView(state, node or None, reason or None, None, True, name or None, _time(start), _time(end))
+
+
+WATCH = QueueWatch()
+
+_NODE_TYPES: dict[str, str | None] = {}
+
+
+def node_type(node: str) -> str | None:
+    """The kind of ``node`` as ``scontrol show node`` reports it: its GRES (GPU names), features and partitions
+    (``gres=gpu:h100:8 features=ib partitions=gpu``); asked once per node, None when unknown."""
+    if node not in _NODE_TYPES:
+        proc = run_command(["scontrol", "show", "node", "-o", node], timeout=30)
+        fields = parse_job(proc.stdout) if proc.returncode == 0 else {}
+        parts = [f"{key}={fields[name]}" for key, name in (("gres", "Gres"), ("features", "ActiveFeatures"), ("partitions", "Partitions"))
+                 if fields.get(name) not in (None, "", "(null)")]
+        _NODE_TYPES[node] = " ".join(parts) if fields else None
+    return _NODE_TYPES[node]

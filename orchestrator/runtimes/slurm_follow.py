@@ -11,9 +11,10 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from orchestrator import signals
 from orchestrator.runtimes.base import Execution, LineSink, RunPaths
 from orchestrator.runtimes.runtime_facts import RuntimeFacts
-from orchestrator.runtimes.slurm_client import PENDING, TERMINAL, JobView, exit_status, in_queue, query_job, run_command
+from orchestrator.runtimes.slurm_client import PENDING, TERMINAL, WATCH, JobView, exit_status, in_queue, node_type, query_job, run_command
 from orchestrator.runtimes.slurm_job import JobRequest, lifeline_path
 from orchestrator.runtimes.slurm_settings import SlurmSettings
 
@@ -33,11 +34,21 @@ class JobFacts:
     run_s: float | None = None
     scheduler_state: str | None = None
     exit_code: str | None = None
+    job_start: str | None = None
+    job_end: str | None = None
+
+    def seen(self, view: JobView) -> None:
+        """Keep what the scheduler's ``view`` of the job knows (node, exit code, start and end times)."""
+        self.node = view.node or self.node
+        self.exit_code = view.exit_code or self.exit_code
+        self.job_start = view.start or self.job_start
+        self.job_end = view.end or self.job_end
 
     def facts(self) -> RuntimeFacts:
         """The run's facts with the job's."""
         return replace(self.base, job_id=self.job_id, node=self.node, pending_s=self.pending_s, run_s=self.run_s,
-                       scheduler_state=self.scheduler_state, exit_code=self.exit_code)
+                       scheduler_state=self.scheduler_state, exit_code=self.exit_code, job_start=self.job_start,
+                       job_end=self.job_end, node_type=node_type(self.node) if self.node else None)
 
 
 class LogTail:
@@ -83,12 +94,22 @@ def touch_lifeline(job: JobRequest) -> None:
 def follow(job_id: str, job: JobRequest, paths: RunPaths, cfg: SlurmSettings, timeout_s: float,
            sink: LineSink, info: JobFacts, tail: LogTail) -> Execution:
     """Poll the job until it has ended (or exceeded ``timeout_s`` once running: cancelled), streaming its output."""
+    try:
+        return _follow(job_id, job, paths, cfg, timeout_s, sink, info, tail)
+    finally:
+        WATCH.forget(job_id)
+
+
+def _follow(job_id: str, job: JobRequest, paths: RunPaths, cfg: SlurmSettings, timeout_s: float,
+            sink: LineSink, info: JobFacts, tail: LogTail) -> Execution:
     submitted = time.monotonic()
     running_since: float | None = None
     last_state, last_note, last_answer = "", 0.0, time.monotonic()
     while True:
+        if signals.stopping():  # Ctrl-C/SIGTERM seen by the main thread while this one follows a job
+            raise KeyboardInterrupt
         touch_lifeline(job)
-        view = query_job(job_id)
+        view = WATCH.view(job_id, cfg.poll_s / 2) or query_job(job_id)
         now = time.monotonic()
         if view.known:
             last_answer = now
@@ -122,10 +143,13 @@ def follow(job_id: str, job: JobRequest, paths: RunPaths, cfg: SlurmSettings, ti
             info.run_s = round(now - running_since, 3)
             return Execution("timeout", exit_status(view.exit_code or ""),
                              f"exceeded the {timeout_s:g} s timeout; Slurm job {job_id} cancelled", info.facts())
-        time.sleep(cfg.poll_s)
+        signals.pause(cfg.poll_s)
 
 def ended(job_id: str, view: JobView, job: JobRequest, paths: RunPaths, tail: LogTail,
           info: JobFacts, sink: LineSink) -> Execution:
+    """The run's execution once its job has ended: exited (COMPLETED, FAILED: the engine's result decides),
+    timeout (TIMEOUT), else a failure naming the state (CANCELLED by someone else, PREEMPTED, NODE_FAIL,
+    BOOT_FAIL, OUT_OF_MEMORY, DEADLINE, or gone from the controller without a result)."""
     # Wait out COMPLETING (epilog, output flush) so the log and the result are whole.
     deadline = time.monotonic() + CANCEL_WAIT_S
     while in_queue(job_id) and time.monotonic() < deadline:
@@ -134,22 +158,20 @@ def ended(job_id: str, view: JobView, job: JobRequest, paths: RunPaths, tail: Lo
     if final.state in TERMINAL:
         view = final
     info.scheduler_state = view.state if view.state != "GONE" else "UNKNOWN"
-    if view.exit_code:
-        info.exit_code = view.exit_code
-    if view.node:
-        info.node = view.node
+    info.seen(view)
     collect(job, paths, tail, wait_for_result=view.state == "COMPLETED")
     code = exit_status(view.exit_code or "")
     sink(f"slurm: job {job_id} ended {view.state}" + (f" (exit code {view.exit_code})" if view.exit_code else ""))
     has_result = paths.result.is_file()
     if view.state == "TIMEOUT":
-        return Execution("timeout", code, f"Slurm job {job_id} reached its time limit" + (f" (--time={job.time})" if job.time else ""), info.facts())
+        limit = f" (--time={job.time})" if job.time else ""
+        return Execution("timeout", code, f"Slurm job {job_id} ended TIMEOUT: it reached its time limit{limit}", info.facts())
     if view.state in ("COMPLETED", "FAILED") or (view.state == "GONE" and has_result):
         return Execution("exited", code if code is not None else (0 if has_result else None), None, info.facts())
-    if has_result:  # e.g. OUT_OF_MEMORY after the engine reported its failure
-        return Execution("exited", code if code else 1, f"Slurm job {job_id} ended {view.state}", info.facts())
     reason = f" ({view.reason})" if view.reason and view.reason != "None" else ""
-    return Execution("error", code, f"Slurm job {job_id} ended {view.state}{reason} without an engine result", info.facts())
+    what = "vanished from the controller (neither scontrol nor squeue knows it)" if view.state == "GONE" else f"ended {view.state}"
+    return Execution("error", code, f"Slurm job {job_id} {what}{reason}" + ("" if has_result else " without an engine result"),
+                     info.facts())
 
 def collect(job: JobRequest, paths: RunPaths, tail: LogTail, wait_for_result: bool = False) -> None:
     """Final log lines; the result copied back from the shared folder (NFS may lag a little)."""
@@ -177,8 +199,5 @@ def cancel(job_id: str | None, job_name: str, info: JobFacts) -> JobView:
         pass
     view = query_job(job_id)
     info.scheduler_state = view.state if view.state not in ("GONE", "UNKNOWN") else "CANCELLED"
-    if view.exit_code:
-        info.exit_code = view.exit_code
-    if view.node:
-        info.node = view.node
+    info.seen(view)
     return view

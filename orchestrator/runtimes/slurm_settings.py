@@ -13,6 +13,8 @@ environment, the local runtime's command; ``container``: the engine image (``ima
 is; default ``engines.<name>.image``, else bench's own tag read from the node's Docker daemon:
 ``dockerd://bench/<engine>:latest`` for pyxis, ``docker-daemon://...`` for apptainer).
 ``shared_dir``: where job scripts, specs and results are staged (default: the run folder itself).
+``max_concurrent``: at most this many of one matrix's jobs run at once, enforced by Slurm (the jobs
+are chained with ``--dependency=afterany``, see ``slurm_batch``); default: no cap.
 """
 
 from __future__ import annotations
@@ -136,6 +138,19 @@ def _poll_s(value: Any, where: str) -> float:
     return poll
 
 
+MAX_CONCURRENT_LIMIT = 10000
+
+
+def _max_concurrent(value: Any, where: str) -> int:
+    try:
+        count = int(str(value).strip())
+    except ValueError:
+        raise BadInput(f"{where}: '{value}' is not a number of jobs") from None
+    if not 1 <= count <= MAX_CONCURRENT_LIMIT:
+        raise BadInput(f"{where}: {count} is outside 1..{MAX_CONCURRENT_LIMIT} jobs")
+    return count
+
+
 def _env(key: str) -> str:
     return ENV_PREFIX + key.upper()
 
@@ -162,6 +177,9 @@ class SlurmSettings:
     shared_dir: Path | None = setting(None, _shared_dir, env=_env("shared_dir"), flag="--slurm-shared-dir", cli_type=Path,
                                       help="slurm: staging folder every node sees (default: the run folder; env BENCH_SLURM_SHARED_DIR).")
     poll_s: float = setting(2.0, _poll_s, env=_env("poll_s"))  # seconds between ``scontrol show job`` polls
+    max_concurrent: int | None = setting(None, _max_concurrent, env=_env("max_concurrent"), flag="--slurm-max-concurrent", cli_type=int,
+                                         help="slurm: at most this many of the matrix's jobs running at once (default: no cap; "
+                                              "env BENCH_SLURM_MAX_CONCURRENT).")
 
     def __post_init__(self) -> None:
         check_fields(self, "slurm")

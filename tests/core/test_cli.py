@@ -113,7 +113,7 @@ def test_run_and_resume_share_the_slurm_options():
     def slurm(command: str) -> list[tuple[tuple[str, ...], str | None]]:
         return [(tuple(p.opts), p.help) for p in scenario.commands[command].params if any(o.startswith("--slurm-") for o in p.opts)]
 
-    assert len(slurm("run")) == 8 and slurm("run") == slurm("resume")
+    assert len(slurm("run")) == 9 and slurm("run") == slurm("resume")  # --slurm-max-concurrent the ninth
 
 
 def test_the_command_ignores_a_signal_that_comes_after_it_is_done() -> None:

@@ -109,7 +109,7 @@ def test_a_bad_python_is_refused_before_anything_runs(capsys, monkeypatch, tmp_p
 def test_run_and_resume_take_their_slurm_options_from_the_one_declaration() -> None:
     """A field of SlurmSettings with a flag is an option of both commands, with the field's help; no other --slurm-* option."""
     declared = [((decl.flag,), decl.help, False) for decl in flagged(SlurmSettings).values()]
-    assert len(declared) == 8
+    assert len(declared) == 9
     assert _slurm_options("run") == declared and _slurm_options("resume") == declared
     for name, decl in flagged(SlurmSettings).items():  # each option's help names its fallback
         assert decl.flag == "--slurm-" + name.replace("_", "-") and f"env {decl.env}" in decl.help

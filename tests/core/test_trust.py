@@ -167,3 +167,37 @@ def test_warning_lines_name_the_groups() -> None:
 def test_the_readme_lists_every_kind() -> None:
     readme = (REPO / "README.md").read_text()
     assert trust.markdown_table() in readme, "README's warnings table differs: python3 -m orchestrator.judge.trust"
+
+
+def _on_node(repeat: int, throughput: float, node_type: str | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    record, result = _run(repeat, throughput)
+    record["runtime"] = {"name": "slurm", "job_id": str(100 + repeat), "node": f"n{repeat}",
+                         **({"node_type": node_type} if node_type else {})}
+    return record, result
+
+
+def test_mixed_node_types_are_flagged() -> None:
+    """The repeats of one cell on nodes of different kinds (Slurm GRES/features/partitions): the group says so,
+    in summary.json and in the terminal's warning lines."""
+    runs = [_on_node(1, 100.0, "gres=gpu:h100:8 partitions=gpu"), _on_node(2, 100.5, "gres=gpu:a100:8 partitions=gpu"),
+            _on_node(3, 100.2, "gres=gpu:h100:8 partitions=gpu")]
+    summary = summarize("s", "20260101T000000Z-abc123", False, runs, {"cpu_count": 2})
+    validate(summary, "summary")
+    (group,) = summary["groups"]
+    assert group["warning_ids"] == ["mixed_nodes"]
+    message = "mixed node types: the repeats ran on 2 kinds of node (gres=gpu:a100:8 partitions=gpu | gres=gpu:h100:8 partitions=gpu)"
+    assert group["warnings"] == [message]
+    assert warning_lines([GroupRow.from_json(group)]) == [f"fake fp32 optimized b32 x1: {message}"]
+    from orchestrator.judge.summary_model import Summary
+    from orchestrator.reports.data import ReportData
+    from orchestrator.reports.tables import groups
+
+    table = groups(ReportData("a", Summary.from_json(summary), {}, []))  # the report's groups table
+    assert message in table.cells[0][-1]
+
+
+@pytest.mark.parametrize("kinds", [("gres=gpu:h100:8",) * 3, (None, None, None), ("gres=gpu:h100:8", None, "gres=gpu:h100:8")])
+def test_one_node_type_is_not_flagged(kinds: tuple[str | None, ...]) -> None:
+    runs = [_on_node(repeat, 100.0 + repeat / 10, kind) for repeat, kind in enumerate(kinds, 1)]
+    summary = summarize("s", "20260101T000000Z-abc123", False, runs, {"cpu_count": 2})
+    assert summary["groups"][0]["warning_ids"] == []

@@ -40,11 +40,18 @@ FAKE_TOOL = textwrap.dedent('''\
             return False
         return stat.rsplit(")", 1)[1].split()[0] != "Z"  # a zombie nobody reaped has ended
 
+    def read(job, what):
+        path = STATE / f"{{job}}.{{what}}"
+        return path.read_text().strip() if path.exists() else None
+
     def state(job):
+        forced = read(job, "force")
+        if forced and not alive(job):
+            return forced, "0:15"
         if (STATE / f"{{job}}.cancelled").exists() and not alive(job):
             return "CANCELLED", "0:15"
         if alive(job):
-            return "RUNNING", "0:0"
+            return ("RUNNING" if read(job, "start") else "PENDING"), "0:0"
         rc = STATE / f"{{job}}.rc"
         if rc.exists():
             code = int(rc.read_text().strip() or 1)
@@ -72,11 +79,21 @@ FAKE_TOOL = textwrap.dedent('''\
             sys.exit(1)
         script = Path(args[-1])
         output = re.search(r"^#SBATCH --output=(.*)$", script.read_text(), re.M).group(1)
+        name = re.search(r"^#SBATCH --job-name=(.*)$", script.read_text(), re.M).group(1)
         counter = STATE / "next_id"
         job = int(counter.read_text()) if counter.exists() else 100
         counter.write_text(str(job + 1))
+        (STATE / f"{{job}}.name").write_text(name)
         rc = STATE / f"{{job}}.rc"
-        shell = f"SLURM_JOB_ID={{job}} bash {{script}} >> {{output}} 2>&1; echo $? > {{rc}}"
+        wait = ""
+        for arg in args:
+            if arg.startswith("--dependency=afterany:"):
+                before = STATE / arg.split(":")[-1]
+                (STATE / f"{{job}}.dependency").write_text(arg.split("=", 1)[1])
+                wait = f"while [ ! -f {{before}}.rc ] && [ ! -f {{before}}.cancelled ] && [ ! -f {{before}}.force ]; do sleep 0.1; done; "
+        stamp = "date +%Y-%m-%dT%H:%M:%S"
+        shell = (f"{{wait}}{{stamp}} > {{STATE}}/{{job}}.start; SLURM_JOB_ID={{job}} bash {{script}} >> {{output}} 2>&1; "
+                 f"code=$?; {{stamp}} > {{STATE}}/{{job}}.end; echo $code > {{rc}}")
         proc = subprocess.Popen(["bash", "-c", shell], start_new_session=True, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         (STATE / f"{{job}}.pid").write_text(str(proc.pid))
@@ -88,12 +105,30 @@ FAKE_TOOL = textwrap.dedent('''\
         if st is None:
             print("slurm_load_jobs error: Invalid job id specified", file=sys.stderr)
             sys.exit(1)
-        print(f"JobId={{job}} JobName=x JobState={{st}} Reason=None ExitCode={{code}} NodeList=fake BatchHost=fake")
+        if (STATE / f"{{job}}.gone").exists():
+            print("slurm_load_jobs error: Invalid job id specified", file=sys.stderr)
+            sys.exit(1)
+        node = (STATE / "node").read_text().strip() if (STATE / "node").exists() else "fake"
+        started, ended = read(job, "start") or "Unknown", read(job, "end") or "Unknown"
+        print(f"JobId={{job}} JobName={{read(job, 'name') or 'x'}} JobState={{st}} Reason=None ExitCode={{code}} "
+              f"StartTime={{started}} EndTime={{ended}} NodeList={{node}} BatchHost={{node}}")
+        sys.exit(0)
+    if tool == "scontrol" and args[:2] == ["show", "node"]:
+        kind = (STATE / "node_type").read_text().strip() if (STATE / "node_type").exists() else "Gres=(null) ActiveFeatures=(null)"
+        print(f"NodeName={{args[-1]}} Arch=x86_64 {{kind}} Partitions=debug State=IDLE")
         sys.exit(0)
     if tool == "squeue":
-        job = args[args.index("-j") + 1]
-        if alive(job):
-            print("RUNNING|fake|None" if "%T|%N|%r" in args else "RUNNING")
+        fmt = args[args.index("-o") + 1]
+        node = (STATE / "node").read_text().strip() if (STATE / "node").exists() else "fake"
+        for job in args[args.index("-j") + 1].split(","):
+            if (STATE / f"{{job}}.gone").exists():
+                continue
+            st = state(job)[0]
+            if "-t" in args and st is not None:  # -t all: ended jobs the controller still knows too
+                print(f"{{job}}|{{st}}|{{node if st != 'PENDING' else ''}}|None|{{read(job, 'name')}}|"
+                      f"{{read(job, 'start') or 'N/A'}}|{{read(job, 'end') or 'NONE'}}")
+            elif "-t" not in args and alive(job):
+                print(f"{{st}}|{{node}}|None|{{read(job, 'name')}}" if "|" in fmt else st)
         sys.exit(0)
     if tool == "scancel":
         if args[:1] == ["--name"]:
@@ -126,6 +161,26 @@ class FakeSlurm:
     def calls(self) -> list[str]:
         log = self.state / "calls.log"
         return log.read_text().splitlines() if log.exists() else []
+
+    def end_as(self, job: str, state: str) -> None:
+        """The job ends ``state`` (PREEMPTED, NODE_FAIL...; GONE: it vanishes from the controller): killed, reported so."""
+        (self.state / (f"{job}.gone" if state == "GONE" else f"{job}.force")).write_text(state)
+        if state == "GONE":
+            (self.state / f"{job}.force").write_text("CANCELLED")
+        try:
+            os.killpg(int((self.state / f"{job}.pid").read_text()), 9)
+        except (OSError, ValueError):
+            pass
+
+    def submitted(self) -> list[tuple[str, str, str | None]]:
+        """(job id, job name, dependency) of every job, in submission order."""
+        jobs = sorted(int(p.stem) for p in self.state.glob("*.name"))
+        return [(str(j), (self.state / f"{j}.name").read_text(), (self.state / f"{j}.dependency").read_text()
+                 if (self.state / f"{j}.dependency").exists() else None) for j in jobs]
+
+    def times(self, job: str) -> tuple[str | None, str | None]:
+        read = [(self.state / f"{job}.{what}") for what in ("start", "end")]
+        return tuple(p.read_text().strip() if p.exists() else None for p in read)  # type: ignore[return-value]
 
     def remove(self, tool: str) -> None:
         (self.bin / tool).unlink()

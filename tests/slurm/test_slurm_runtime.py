@@ -113,14 +113,16 @@ def test_container_mode_without_launcher(fake_slurm, engine, monkeypatch) -> Non
     assert info.image == "reg.example/fake:1"  # engines.<name>.image as given
 
 
-@pytest.mark.parametrize(("env", "message"), [
-    ({"BENCH_SLURM_PARTITION": "nope"}, "unknown partition 'nope'"),
-    ({"BENCH_SLURM_MODE": "vm"}, "BENCH_SLURM_MODE: 'vm' is not one of local, container"),
+@pytest.mark.parametrize(("env", "message", "extra"), [
+    ({"BENCH_SLURM_PARTITION": "nope"}, "unknown partition 'nope'", []),
+    ({"BENCH_SLURM_MODE": "vm"}, "BENCH_SLURM_MODE: 'vm' is not one of local, container", []),
+    ({"BENCH_SLURM_MAX_CONCURRENT": "0"}, "BENCH_SLURM_MAX_CONCURRENT: 0 is outside 1..10000 jobs", []),
+    ({}, "slurm.max_concurrent: 0 is outside 1..10000 jobs", ["--slurm-max-concurrent", "0"]),
 ])
-def test_cli_exit_2(fake_slurm, tmp_path, env, message) -> None:
+def test_cli_exit_2(fake_slurm, tmp_path, env, message, extra) -> None:
     proc = subprocess.run(
         [sys.executable, "-c", "from orchestrator.cli.app import main; main()", "scenario", "run", "cifar_resnet50", "--smoke",
-         "--engines", "pytorch", "--precisions", "fp32", "--runtime", "slurm", "--out", str(tmp_path / "out")],
+         "--engines", "pytorch", "--precisions", "fp32", "--runtime", "slurm", "--out", str(tmp_path / "out"), *extra],
         capture_output=True, text=True, cwd=REPO, env={**os.environ, **env}, timeout=120,
     )
     assert proc.returncode == 2, proc.stdout + proc.stderr
