@@ -69,6 +69,9 @@ class ResumePlan:
     device: str
     runtime: str
     unsearched: list[RunPlan] = dataclasses.field(default_factory=list)  # runs whose maximal batch is still to search
+    # folders of runs planned at the scenario's placeholder batch before their search finished: moved aside, never
+    # run (the search runs again and its runs take the batch it chooses)
+    superseded: list[RunState] = dataclasses.field(default_factory=list)
     finished: bool = True  # summary and a complete manifest written (else resume rewrites them, even with nothing to run)
 
     @property
@@ -156,6 +159,11 @@ def _searched_batches(artifact: Artifact) -> dict[tuple[str, str, str, int], int
     return found
 
 
+def _search_key(plan: RunPlan) -> tuple[str, str, str, int]:
+    """The maximal batch search a run's batch comes from (one per engine, precision, path and device count)."""
+    return plan.engine, plan.precision, plan.path, plan.devices
+
+
 def expected_plans(artifact: Artifact, scenario: Scenario) -> tuple[list[RunPlan], list[RunPlan]]:
     """The matrix of the artifact's scenario: (plans with their batch known, plans whose maximal batch is still to search)."""
     plans = expand(scenario)
@@ -164,7 +172,7 @@ def expected_plans(artifact: Artifact, scenario: Scenario) -> tuple[list[RunPlan
     searched = _searched_batches(artifact)
     known, unsearched = [], []
     for plan in plans:
-        key = (plan.engine, plan.precision, plan.path, plan.devices)
+        key = _search_key(plan)
         if plan.skip_reason:
             known.append(plan)
         elif key not in searched:
@@ -231,6 +239,8 @@ def plan_resume(folder: Path, runtime: str | None = None, device: str | None = N
     scenario = _load_scenario(artifact, smoke)
     known, unsearched = expected_plans(artifact, scenario)
     runs: list[RunState] = []
+    superseded: list[RunState] = []
+    searching = {_search_key(p) for p in unsearched}
     seen: set[str] = set()
     for run_dir in run_dirs:
         plan = _plan_of(run_dir, _read(run_dir / "run.json", "run-record", RunRecord.from_json), specs[run_dir])
@@ -238,7 +248,12 @@ def plan_resume(folder: Path, runtime: str | None = None, device: str | None = N
             raise BadInput(f"{run_dir}: neither a run record nor a spec, and '{run_dir.name}' is not a run id")
         expected = next((p for p in known if p.run_id == plan.run_id), None)
         plan = expected or _with_skip(plan)
-        runs.append(_state(run_dir, plan, specs[run_dir], sealed))
+        state = _state(run_dir, plan, specs[run_dir], sealed)
+        if expected is None and not plan.skip_reason and _search_key(plan) in searching:
+            superseded.append(dataclasses.replace(state, why="planned before its maximal batch search finished; "
+                                                             "the search runs again and its runs take the batch it finds"))
+            continue
+        runs.append(state)
         seen.add(plan.run_id)
     for plan in known:
         if plan.run_id not in seen:
@@ -249,7 +264,7 @@ def plan_resume(folder: Path, runtime: str | None = None, device: str | None = N
     if not runs and not unsearched:
         raise BadInput(f"{folder}: the artifact's scenario has no runs")
     finished = bool(manifest.get("complete")) and (artifact.root / SUMMARY).is_file()
-    return ResumePlan(artifact, scenario, runs, device or recorded_device, runtime, unsearched, finished)
+    return ResumePlan(artifact, scenario, runs, device or recorded_device, runtime, unsearched, superseded, finished)
 
 
 def next_attempt(artifact: Artifact, run_id: str) -> Path:
@@ -312,6 +327,7 @@ def resume(plan: ResumePlan, settings: dict[str, Any], reporter: Reporter, force
     staying = [_rel(artifact, run.folder) for run in todo if run.plan.run_id in attached]
     unfinished = [f for f in sorted((artifact.root / MAXBATCH_DIR).glob("*")) if f.is_dir() and not (f / SEARCH_FILE).is_file()]
     moving = [run.folder for run in todo if run.folder.is_dir() and run.plan.run_id not in attached] + unfinished
+    moving += [run.folder for run in plan.superseded]
     # what the manifest sealed, read before the folders that move are declared in flight (then unlisted)
     listed = None if forced else {item["path"] for item in (_read_json(artifact.root / MANIFEST, "manifest") or {}).get("files") or []}
     # killed while moving, the artifact still validates: what moves, and where to, is in flight
@@ -324,6 +340,9 @@ def resume(plan: ResumePlan, settings: dict[str, Any], reporter: Reporter, force
             reporter.note(f"{run.plan.run_id}: {run.why}; old attempt moved to {moved.relative_to(artifact.root).as_posix()}")
         else:
             reporter.note(f"{run.plan.run_id}: {run.why}")
+    for run in plan.superseded:
+        moved = move_aside(artifact, run.folder, run.plan.run_id, listed)
+        reporter.note(f"{run.plan.run_id}: {run.why}; moved to {moved.relative_to(artifact.root).as_posix()}")
     for folder in unfinished:  # a maximal batch search cut short: made again
         move_aside(artifact, folder, f"{MAXBATCH_DIR}-{folder.name}")
     write_manifest(artifact, complete=False, in_flight_folders=([MAXBATCH_DIR] if plan.unsearched else []) + staying)

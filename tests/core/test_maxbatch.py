@@ -90,4 +90,8 @@ def test_a_signal_during_a_probe_leaves_the_search_to_resume(tmp_path, fake_engi
     (artifact,) = (tmp_path / "r" / "fake_tiny").iterdir()
     assert not list((artifact / "maxbatch").glob("*/search.json"))
     assert validate_artifact(artifact) == []
-    assert [p.engine for p in plan_resume(artifact).unsearched] == ["fake2"]
+    plan = plan_resume(artifact)
+    assert [p.engine for p in plan.unsearched] == ["fake2"]
+    # the runs recorded 'not started' at the scenario's placeholder batch are not run again at it: the search decides
+    assert [r.plan.run_id for r in plan.superseded] == ["fake2-fp32-optimized-b16-d1-r1"]
+    assert not [r for r in plan.to_run if r.plan.engine == "fake2"]
