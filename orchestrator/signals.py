@@ -59,6 +59,12 @@ def _handler(signum: int, frame: Any) -> None:
         raise Terminated(signum)
 
 
+def forget() -> None:
+    """Forget the signals received and any stop request (a process that runs several scenarios, as a test session)."""
+    _received.clear()
+    _stop.clear()
+
+
 def received() -> int | None:
     """The first signal received inside the current :func:`termination_handled` block (or None)."""
     return _received[0] if _received else None
@@ -83,8 +89,7 @@ def termination_handled() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    _received.clear()
-    _stop.clear()
+    forget()
     previous = {sig: signal.signal(sig, _handler) for sig in HANDLED}
     try:
         yield

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator import signals
 from orchestrator.artifacts import create_artifact, validate_artifact
 from orchestrator.artifacts.layout import SCENARIO
 from orchestrator.engines.registry import EngineInfo
@@ -152,7 +153,13 @@ def test_ctrl_c_cancels_every_job(fake_slurm, matrix, monkeypatch) -> None:
                 threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
 
     clock = time.monotonic()
-    art, outcome, plans = matrix(repeats=3, max_concurrent=1, reporter=Interrupting())
+    # bench's own handlers, as the CLI installs them: an in-process CLI test earlier in the session ends with
+    # SIGINT ignored (signals.ignore_from_now), which would let the jobs run to their end
+    try:
+        with signals.termination_handled():
+            art, outcome, plans = matrix(repeats=3, max_concurrent=1, reporter=Interrupting())
+    finally:
+        signals.forget()  # the next test starts without this one's signal
     assert time.monotonic() - clock < 40 and outcome.interrupted
     jobs = [job for job, _, _ in fake_slurm.submitted()]
     assert len(jobs) == 3 and all(f"scancel {job}" in fake_slurm.calls() for job in jobs)
