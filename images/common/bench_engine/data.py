@@ -31,13 +31,35 @@ def split_sha256(folder: Path) -> str:
 
 @dataclass
 class Dataset:
-    images: np.ndarray  # uint8 N x H x W x C
+    """A split as an engine holds it: its first ``held`` samples (all of them unless :meth:`prefix` cut it)."""
+
+    images: np.ndarray  # uint8 N x H x W x C (the held samples)
     labels: np.ndarray  # int32 N
-    sha256: str
+    sha256: str  # of the whole split, as read
+    split_samples: int | None = None  # the whole split's samples when fewer are held
 
     @property
     def samples(self) -> int:
+        """Samples of the split (the spec's count), held or not."""
+        return int(self.labels.shape[0]) if self.split_samples is None else self.split_samples
+
+    @property
+    def held(self) -> int:
         return int(self.labels.shape[0])
+
+    def prefix(self, count: int, copy: bool = True) -> Dataset:
+        """The split with only its first ``count`` samples held: the samples a run's steps read when they
+        read fewer than the split (an inference run of 120 batches of 1 reads 120 of 30,720 images), so an
+        engine prepares and places only those. ``samples`` stays the split's. ``copy``: into memory (out of
+        a memory map); otherwise views."""
+        count = min(count, self.held)
+        if count == self.held and not copy:
+            return self
+        images, labels = self.images[:count], self.labels[:count]
+        if copy:
+            images, labels = np.array(images), np.array(labels)
+        return Dataset(images=images, labels=labels, sha256=self.sha256,
+                       split_samples=self.samples if count < self.held else self.split_samples)
 
 
 class DatasetError(RuntimeError):

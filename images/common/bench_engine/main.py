@@ -37,6 +37,7 @@ from bench_engine.launch import WORKER_KEY, WorkerInfo, launch, worker_info
 from bench_engine.lifeline import tie_to_parent
 from bench_engine.report import Environment, Failure, Work, as_json
 from bench_engine.result import base_environment, base_result, failed, log, write_json_atomic
+from bench_engine.schedule import samples_read
 from bench_engine.watch import SelfWatch, enable_stack_dumps
 from bench_engine.weights import WeightChange
 
@@ -111,11 +112,16 @@ def _steps(engine: Engine, spec: RunSpec, worker: WorkerInfo | None, run: _Run) 
     marks = [time.perf_counter()]
     run.environment = run.environment.seen(engine.environment(spec))
     marks.append(time.perf_counter())
-    # a worker memory-maps the split: every rank copies out only its own shard
-    dataset = load_dataset(spec.parity.dataset.path, spec.parity.dataset.sha256, mmap=worker is not None)
+    # the split is hashed whole, then memory-mapped: a single process copies out the samples its steps
+    # read (all of them in a training epoch), a worker only its own shard
+    parity = spec.parity
+    mapped = load_dataset(parity.dataset.path, parity.dataset.sha256, mmap=True)
+    read = samples_read(mapped.samples, parity.batch.global_, parity.steps_per_epoch)
+    dataset = mapped.prefix(read, copy=worker is None)
     run.dataset = (dataset.sha256, dataset.samples)
     marks.append(time.perf_counter())
-    log(f"dataset {dataset.sha256[:12]} ({dataset.samples} samples) loaded in {marks[2] - marks[1]:.2f}s")
+    held = f"; the steps read its first {dataset.held}, only those are held" if dataset.held < dataset.samples else ""
+    log(f"dataset {dataset.sha256[:12]} ({dataset.samples} samples{held}) loaded in {marks[2] - marks[1]:.2f}s")
     run.workload = engine.prepare(spec, dataset)
     inject_fault(run.workload, worker)
     marks.append(time.perf_counter())

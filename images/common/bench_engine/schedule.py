@@ -57,6 +57,11 @@ def batches_of_epoch(epoch: int, samples: int, batch: int, steps: int) -> list[S
     return out
 
 
+def samples_read(samples: int, global_batch: int, steps: int) -> int:
+    """How many of the split's first samples an epoch of ``steps`` steps reads (every epoch reads the same)."""
+    return min(samples, global_batch * steps)
+
+
 def epoch_samples(samples: int, batch: int, steps: int) -> int:
     """Samples one epoch of ``steps`` steps of ``batch`` takes from ``samples`` (a partial last batch at its size)."""
     return sum(min(batch, samples - index * batch) for index in range(steps))

@@ -166,13 +166,17 @@ def _initial_variables(spec: RunSpec, model: Any, geometry: tuple[int, int, int]
     parity = spec.parity
     key = jax.random.PRNGKey(parity.seed)
     sample = jnp.zeros((1, *geometry), jnp.float32)
-    variables = jax.jit(lambda k: model.init(k, sample, train=False))(key)
-    params, batch_stats = variables["params"], variables["batch_stats"]
     init_file = spec.init_file()
+    if init_file is not None and parity.arch != "resnet50_v1.5":
+        raise UnsupportedError(f"shared initial weights: no layout for {parity.arch}")
+    # bench's shared weights fill every leaf: the initialiser is only traced for the trees' shapes, not compiled
+    def init_fn(k: Any) -> Any:
+        return model.init(k, sample, train=False)
+
+    variables = jax.eval_shape(init_fn, key) if init_file is not None else jax.jit(init_fn)(key)
+    params, batch_stats = variables["params"], variables["batch_stats"]
     init = FRAMEWORK_INIT
     if init_file is not None:  # bench's shared weights replace the initialiser's
-        if parity.arch != "resnet50_v1.5":
-            raise UnsupportedError(f"shared initial weights: no layout for {parity.arch}")
         params, batch_stats = jax.device_put(readback.load_shared(str(init_file), params, batch_stats), device)
         init = InitReadback("shared", readback.shared_sha256(str(init_file), params, batch_stats))
     return params, batch_stats, init

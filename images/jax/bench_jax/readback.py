@@ -101,8 +101,8 @@ def load_shared(path: str, params: Any, batch_stats: Any) -> tuple[Any, Any]:
     import jax
 
     tensors, _ = read_init(path)
-    trees = {"params": jax.tree.map(np.asarray, params), "batch_stats": jax.tree.map(np.asarray, batch_stats)}
-    trees = jax.tree.map(lambda leaf: np.array(leaf), trees)  # writable copies
+    # writable zeros of each leaf's shape and dtype (the leaves may be abstract: jax.eval_shape's)
+    trees = jax.tree.map(lambda leaf: np.zeros(leaf.shape, leaf.dtype), {"params": params, "batch_stats": batch_stats})
     seen = 0
     for name, value in tensors.items():
         collection, module, leaf = _flax_path(name)
