@@ -1,0 +1,181 @@
+"""Where an engine's step spends its GPU time: kernel classes, launches per step and GPU idle between kernels.
+
+Diagnostic probe (not a benchmark): reads a run folder's ``spec.json`` (made by ``bench scenario run``; its
+dataset and ``init.safetensors`` are used as they are), builds the engine's own workload for it (PyTorch or
+JAX, the spec's options: CUDA graphs, command buffers, steps per call as bench runs them), warms it up, then
+runs ``--steps`` steps (whole calls) under CUPTI kernel tracing and prints one JSON object:
+
+- ``step_wall_ms``: wall time per step of the traced steps (device synchronised at both ends);
+- ``gpu_busy_ms_per_step``: the union of the kernels' intervals per step (overlapping kernels counted once),
+  and ``gpu_idle_share``: the part of the traced span with no kernel running (launch gaps, host waits);
+- ``launches_per_step`` and, per kernel class (convolution, GEMM, fusion/elementwise, optimizer, copy, other),
+  GPU time, share and kernels per step; the ``--top`` kernels by time.
+
+The tracer is torch.profiler's (CUPTI activity records every kernel of the process, the ones XLA launches
+included, inside CUDA graphs too), read back from its Chrome trace: a JAX probe needs torch beside JAX.
+It needs a CUDA GPU; nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+CLASSES = (
+    ("convolution", re.compile(r"conv|cudnn|xmma|implicit_gemm|dgrad|wgrad|fprop|nhwc|winograd", re.I)),
+    ("gemm", re.compile(r"gemm|cutlass|cublas|sm90_.*mma|nvjet", re.I)),
+    ("optimizer", re.compile(r"foreach|multi_tensor|sgd|adam", re.I)),
+    ("copy", re.compile(r"copy|transpose|memcpy|memset", re.I)),
+    ("fusion/elementwise", re.compile(r"triton|elementwise|reduce|fusion|batch_norm|bn_|loop_|input_|wrapped_", re.I)),
+)
+
+
+def classify(name: str) -> str:
+    """The kernel class of a kernel name (the first pattern that matches)."""
+    for label, pattern in CLASSES:
+        if pattern.search(name):
+            return label
+    return "other"
+
+
+def busy_us(intervals: Iterable[tuple[float, float]]) -> float:
+    """Length of the union of ``(start, end)`` intervals: overlapping kernels are counted once."""
+    total, reach = 0.0, float("-inf")
+    for start, end in sorted(intervals):
+        if end <= reach:
+            continue
+        total += end - max(start, reach)
+        reach = end
+    return total
+
+
+def kernels_of_trace(trace: dict[str, Any]) -> list[tuple[str, float, float]]:
+    """(name, start us, duration us) of every GPU kernel of a Chrome trace (torch.profiler's export)."""
+    out = []
+    for event in trace.get("traceEvents", []):
+        if event.get("ph") == "X" and event.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"):
+            out.append((str(event.get("name", "")), float(event["ts"]), float(event.get("dur", 0.0))))
+    return out
+
+
+def summarise(kernels: list[tuple[str, float, float]], steps: int, wall_s: float, top: int) -> dict[str, Any]:
+    """The per-step figures of ``kernels`` traced over ``steps`` steps in ``wall_s`` seconds."""
+    if not kernels or steps <= 0:
+        return {"error": "no kernel was traced"}
+    span_us = max(ts + dur for _, ts, dur in kernels) - min(ts for _, ts, _ in kernels)
+    busy = busy_us((ts, ts + dur) for _, ts, dur in kernels)
+    per_name: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
+    per_class: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
+    for name, _, dur in kernels:
+        for table, key in ((per_name, name), (per_class, classify(name))):
+            table[key][0] += dur
+            table[key][1] += 1
+    summed = sum(v[0] for v in per_class.values())
+    return {
+        "steps": steps, "step_wall_ms": round(wall_s / steps * 1e3, 4),
+        "gpu_busy_ms_per_step": round(busy / steps / 1e3, 4),
+        "gpu_idle_share": round(1.0 - busy / span_us, 4) if span_us > 0 else 0.0,
+        "kernel_sum_ms_per_step": round(summed / steps / 1e3, 4),
+        "launches_per_step": round(len(kernels) / steps, 1),
+        "classes": {label: {"ms_per_step": round(us / steps / 1e3, 4), "share": round(us / summed, 4) if summed else 0.0,
+                            "kernels_per_step": round(count / steps, 1)}
+                    for label, (us, count) in sorted(per_class.items(), key=lambda kv: -kv[1][0])},
+        "top_kernels": [{"name": name[:120], "ms_per_step": round(us / steps / 1e3, 4), "calls_per_step": round(count / steps, 2)}
+                        for name, (us, count) in sorted(per_name.items(), key=lambda kv: -kv[1][0])[:top]],
+    }
+
+
+def _build(spec_path: Path) -> tuple[Any, Any]:
+    """(workload, spec) of the run folder's spec, as its engine builds it."""
+    from run_folder import read_spec
+
+    from bench_engine.data import load_dataset
+
+    spec = read_spec(spec_path)
+    if spec.engine == "jax":
+        from run_folder import build_jax_workload
+
+        return build_jax_workload(spec)[0], spec
+    if spec.engine == "pytorch":
+        from bench_pytorch.environment import run_device
+        from bench_pytorch.workload import build_workload
+
+        data = load_dataset(spec.parity.dataset.path, spec.parity.dataset.sha256)
+        return build_workload(spec, data, run_device(spec)), spec
+    raise SystemExit(f"{spec_path}: engine {spec.engine!r} is not profiled by this probe (pytorch, jax)")
+
+
+def profile(spec_path: Path, steps: int, warmup: int, top: int) -> dict[str, Any]:
+    import torch
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    from bench_engine.api import StepBatch
+
+    workload, spec = _build(spec_path)
+    batch, per_epoch = spec.parity.batch.global_, spec.parity.steps_per_epoch
+    k = max(1, int(getattr(workload, "steps_per_dispatch", 1) or 1))
+    steps = max(k, steps - steps % k)
+    counter = 0
+
+    def run(n: int) -> None:
+        nonlocal counter
+        done = 0
+        while done < n:
+            index = counter % per_epoch
+            if index + k > per_epoch:  # every call inside one epoch, as the harness issues them
+                counter += per_epoch - index
+                index = 0
+            workload.step(StepBatch(epoch=counter // per_epoch, index=index, start=index * batch, size=batch))
+            counter += k
+            done += k
+
+    run(max(k, warmup - warmup % k))
+    workload.sync()
+    # without a GPU the CPU is traced instead: the probe's path runs, and no kernel is reported
+    activity = ProfilerActivity.CUDA if torch.cuda.is_available() else ProfilerActivity.CPU
+    with torch_profile(activities=[activity]) as prof:
+        started = time.perf_counter()
+        run(steps)
+        workload.sync()
+        wall = time.perf_counter() - started
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "trace.json"
+        prof.export_chrome_trace(str(path))
+        kernels = kernels_of_trace(json.loads(path.read_text()))
+    out = {"engine": spec.engine, "precision": spec.parity.precision, "mode": spec.parity.mode,
+           "geometry": "x".join(map(str, spec.parity.input.hwc)), "batch": batch, "steps_per_call": k,
+           "images_per_s": round(batch * steps / wall, 1), **summarise(kernels, steps, wall, top),
+           "engine_options": dict(spec.engine_options), "torch": torch.__version__}
+    if spec.engine == "jax":
+        import jax
+
+        out["jax"] = jax.__version__
+        out["xla_flags"] = os.environ.get("XLA_FLAGS", "")
+    workload.close()
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("spec", type=Path, help="a run folder's spec.json")
+    parser.add_argument("--steps", type=int, default=50, help="traced steps (rounded to whole calls)")
+    parser.add_argument("--warmup", type=int, default=40)
+    parser.add_argument("--top", type=int, default=12)
+    args = parser.parse_args(argv)
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # leave torch's CUPTI room beside JAX
+    print(json.dumps(profile(args.spec, args.steps, args.warmup, args.top)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,38 @@
+"""benchmarks/probes/step_profile.py's arithmetic: the union of kernel intervals, idle share, classes."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "probes"))
+
+from step_profile import busy_us, classify, kernels_of_trace, summarise
+
+
+def test_overlapping_kernels_count_once_and_gaps_not_at_all() -> None:
+    assert busy_us([(0, 10), (5, 12), (20, 25), (21, 22)]) == pytest.approx(17)
+    assert busy_us([]) == 0.0
+
+
+def test_summary_per_step_idle_share_and_classes() -> None:
+    kernels = [("sm90_xmma_fprop_implicit_gemm", 0.0, 6.0), ("triton_poi_fused_relu", 6.0, 2.0),
+               ("sm90_xmma_fprop_implicit_gemm", 10.0, 6.0), ("triton_poi_fused_relu", 16.0, 2.0)]
+    out = summarise(kernels, steps=2, wall_s=40e-6, top=5)
+    assert out["gpu_busy_ms_per_step"] == pytest.approx(0.008)
+    assert out["gpu_idle_share"] == pytest.approx(2 / 18, abs=1e-4)  # the 2 us gap in an 18 us span
+    assert out["launches_per_step"] == 2
+    assert out["classes"]["convolution"]["share"] == pytest.approx(0.75)
+    assert out["top_kernels"][0]["name"].startswith("sm90_xmma") and out["top_kernels"][0]["calls_per_step"] == 1
+    assert summarise([], 2, 1.0, 5) == {"error": "no kernel was traced"}
+
+
+def test_only_gpu_events_are_read_from_the_trace() -> None:
+    trace = {"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 5, "dur": 2},
+                             {"ph": "X", "cat": "cpu_op", "name": "aten::add", "ts": 1, "dur": 9},
+                             {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD", "ts": 8, "dur": 1}]}
+    assert kernels_of_trace(trace) == [("k", 5.0, 2.0), ("Memcpy HtoD", 8.0, 1.0)]
+    assert classify("Memcpy HtoD") == "copy" and classify("loop_add_fusion") == "fusion/elementwise"
+    assert classify("cutlass_80_tensorop_gemm") == "gemm" and classify("mystery") == "other"
