@@ -7,14 +7,13 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from orchestrator import signals
 from orchestrator.artifacts import create_artifact, validate_artifact
 from orchestrator.artifacts.layout import SCENARIO
 from orchestrator.engines.registry import EngineInfo
@@ -28,6 +27,9 @@ from orchestrator.runtimes.slurm import SlurmRuntime
 from orchestrator.runtimes.slurm_batch import read_job_file
 from orchestrator.runtimes.slurm_settings import SlurmSettings, slurm_settings
 from orchestrator.scenario import RunPlan, expand, load_scenario
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = REPO / "tests" / "fixtures"
 
 # The engine each fake job runs: sleeps FAKE_SLEEP_S (from the environment sbatch passes on), then writes a result.
 FAKE_ENGINE = """\
@@ -142,37 +144,53 @@ def test_a_cap_of_two_lets_two_run(fake_slurm, matrix, monkeypatch) -> None:
     assert [dependency for _, _, dependency in jobs] == [None, None, f"afterany:{jobs[0][0]}"]
 
 
-@pytest.mark.skip(reason="in-process SIGINT depends on signal state earlier tests of the session leave: in the full suite the "
-                         "running job's record was missing once (passes alone); to move into a subprocess. Ctrl-C cancelling "
-                         "every job is covered on the real cluster (test_slurm_cluster.py::test_ctrl_c_cancels_the_job_and_keeps_records)")
-def test_ctrl_c_cancels_every_job(fake_slurm, matrix, monkeypatch) -> None:
-    """Ctrl-C while one job runs and two wait on the cap: all three cancelled and recorded interrupted."""
-    monkeypatch.setenv("FAKE_SLEEP_S", "60")
+def test_ctrl_c_cancels_every_job(fake_slurm, data_dir, tmp_path) -> None:
+    """Ctrl-C while one job runs and two wait on the cap: all three cancelled and recorded interrupted.
 
-    class Interrupting(Quiet):
-        def note(self, message: str) -> None:
-            super().note(message)
-            if "running on" in message:  # the first job runs: Ctrl-C in the main thread
-                threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
-
+    bench runs as `python -m orchestrator` in a process of its own and gets a real SIGINT: in-process, the signal
+    would meet whatever handlers earlier tests of the session left (an in-process CLI test ends with SIGINT ignored)."""
+    out, log = tmp_path / "results", tmp_path / "bench.log"
+    env = {**os.environ, "BENCH_ENGINE_PATH": os.pathsep.join(str(FIXTURES / name) for name in ("fake_engine", "fake_engine2")),
+           "BENCH_SLURM_POLL_S": "0.1"}
+    argv = [sys.executable, "-m", "orchestrator", "scenario", "run", str(FIXTURES / "fake_scenario.yaml"), "--engines", "fake",
+            "--precisions", "fp32", "--repeats", "3", "--runtime", "slurm", "--slurm-max-concurrent", "1",
+            "--set", "engines.fake.options.behaviour=hang", "--out", str(out)]
+    first = "fake-fp32-optimized-b16-d1-r1"
     clock = time.monotonic()
-    # bench's own handlers, as the CLI installs them: an in-process CLI test earlier in the session ends with
-    # SIGINT ignored (signals.ignore_from_now), which would let the jobs run to their end
+    with log.open("w") as sink:
+        proc = subprocess.Popen(argv, cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT)
     try:
-        with signals.termination_handled():
-            art, outcome, plans = matrix(repeats=3, max_concurrent=1, reporter=Interrupting())
+        # all three submitted (the second and third chained on the cap), the first's engine running and bench seeing it run
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and proc.poll() is None:
+            submitted, engine_logs = fake_slurm.submitted(), list(out.glob(f"fake_tiny/*/runs/{first}/engine.log"))
+            if (len(submitted) == 3 and f"{first}: slurm: job {submitted[0][0]} running on" in log.read_text()
+                    and engine_logs and "hanging" in engine_logs[0].read_text(errors="replace")):
+                break
+            time.sleep(0.1)
+        else:
+            raise AssertionError(f"the first job never ran (bench {'exited ' + str(proc.returncode) if proc.poll() is not None else 'still running'}):\n"
+                                 + log.read_text()[-3000:])
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(timeout=60)
     finally:
-        signals.forget()  # the next test starts without this one's signal
-    assert time.monotonic() - clock < 40 and outcome.interrupted
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    output = log.read_text()
+    assert time.monotonic() - clock < 40 and code == 130, output[-3000:]
+    (root,) = out.glob("fake_tiny/*")
     jobs = [job for job, _, _ in fake_slurm.submitted()]
-    assert len(jobs) == 3 and all(f"scancel {job}" in fake_slurm.calls() for job in jobs)
+    assert [dependency for _, _, dependency in fake_slurm.submitted()] == [None, f"afterany:{jobs[0]}", f"afterany:{jobs[1]}"]
+    assert len(jobs) == 3 and all(f"scancel {job}" in fake_slurm.calls() for job in jobs), fake_slurm.calls()
     assert fake_slurm.running_jobs() == []
-    for plan, job in zip(plans, jobs, strict=True):
-        record = _record(art, plan.run_id)
+    for repeat, job in enumerate(jobs, start=1):
+        record = json.loads((root / "runs" / f"fake-fp32-optimized-b16-d1-r{repeat}" / "run.json").read_text())
         assert record["status"] == "interrupted" and f"Slurm job {job} cancelled" in record["reason"], record
-    manifest = json.loads((art.root / "manifest.json").read_text())
+        assert record["runtime"]["job_id"] == job and record["runtime"]["scheduler_state"] == "CANCELLED", record
+    manifest = json.loads((root / "manifest.json").read_text())
     assert manifest["complete"] is False and "in_flight" not in manifest
-    assert validate_artifact(art.root) == []
+    assert validate_artifact(root) == []
 
 
 def test_ctrl_c_while_submitting(fake_slurm, matrix, monkeypatch) -> None:
