@@ -26,19 +26,8 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-CLASSES = (
-    ("convolution", re.compile(r"conv|cudnn|xmma|implicit_gemm|dgrad|wgrad|fprop|sm90_xmma|nhwc", re.I)),
-    ("gemm", re.compile(r"gemm|cutlass|cublas|sm90_.*mma", re.I)),
-    ("optimizer", re.compile(r"foreach|multi_tensor|sgd|fused_sgd", re.I)),
-    ("fusion/elementwise", re.compile(r"triton|elementwise|reduce|fusion|batch_norm|bn_|loop_", re.I)),
-)
-
-
-def classify(name: str) -> str:
-    for label, pattern in CLASSES:
-        if pattern.search(name):
-            return label
-    return "other"
+sys.path.insert(0, str(REPO / "benchmarks" / "probes"))
+from step_profile import classify  # noqa: E402  (one kernel classification for both profilers)
 
 
 def profile_pytorch(size: int, batch: int, precision: str, steps: int, top: int) -> dict[str, Any]:
