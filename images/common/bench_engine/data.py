@@ -58,8 +58,7 @@ class Dataset:
         images, labels = self.images[:count], self.labels[:count]
         if copy:
             images, labels = np.array(images), np.array(labels)
-        return Dataset(images=images, labels=labels, sha256=self.sha256,
-                       split_samples=self.samples if count < self.held else self.split_samples)
+        return Dataset(images=images, labels=labels, sha256=self.sha256, split_samples=self.samples)
 
 
 class DatasetError(RuntimeError):
