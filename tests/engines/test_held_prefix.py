@@ -61,10 +61,36 @@ def test_a_training_epoch_over_the_split_holds_it_all(make_spec: Any, run_engine
     spec = make_spec("pytorch", batch=32, steps_per_epoch=3)
     code, _, log = run_engine(spec)
     assert code == 0, log
-    assert "(96 samples) loaded" in log
+    assert "(96 samples) mapped" in log
 
 
 def test_samples_read_is_monotone_and_bounded() -> None:
     for samples, batch, steps in itertools.product((1, 7, 96), (1, 5, 32), (1, 3, 40)):
         read = samples_read(samples, batch, steps)
         assert 0 < read <= samples and read == min(samples, batch * steps)
+
+
+def test_the_split_hash_read_beside_the_setup_is_the_splits_and_refuses_another(smoke_split: Any, tmp_path: Path) -> None:
+    """bench_engine.data.SplitHash: the thread's hash is split_sha256's; a different spec hash, or a file that
+    cannot be read, is a DatasetError when the engine asks for it (before its first step), never before."""
+    from bench_engine.data import DatasetError, SplitHash, split_sha256
+
+    hashing = SplitHash(smoke_split.path)
+    assert hashing.verified(smoke_split.sha256) == split_sha256(Path(smoke_split.path)) == smoke_split.sha256
+    assert not hashing._thread.is_alive() and hashing.hash_s > 0
+    with pytest.raises(DatasetError, match="does not match the spec's 000000000000"):
+        SplitHash(smoke_split.path).verified("0" * 64)
+    missing = SplitHash(tmp_path / "nowhere")  # the thread fails; the caller hears of it when it asks
+    with pytest.raises(DatasetError, match="could not be hashed"):
+        missing.verified(None)
+
+
+def test_a_run_logs_the_hash_it_waited_for_and_reports_the_wait(make_spec: Any, run_engine: Any) -> None:
+    spec = make_spec("pytorch", mode="infer", batch=8, steps_per_epoch=3)
+    code, result, log = run_engine(spec)
+    assert code == 0, log
+    assert "beside the setup (waited" in log
+    parts = result["measurements"]["setup_parts"]
+    assert parts["hash_s"] > 0 and parts["hash_wait_s"] >= 0
+    in_sum = sum(value for name, value in parts.items() if name != "hash_s")
+    assert in_sum == pytest.approx(result["measurements"]["setup_s"], rel=1e-6)

@@ -257,7 +257,9 @@ class ResultMeasurements:
     block_losses: tuple[float, ...] = ()  # the mean training loss of each harness block, in order
     workers: tuple[Mapping[str, Any], ...] | None = None
     # where the setup went, in order: before_s (interpreter and bench_engine start), environment_s (the framework's
-    # import and device facts), dataset_s (reading and hashing the split), prepare_s (model, weights, data placement)
+    # import and device facts), dataset_s (mapping the split, copying out what the steps read), prepare_s (model,
+    # weights, data placement), hash_wait_s (waiting for the split's hash, read on a thread since the start);
+    # hash_s: that hash's own time, overlapped, outside the sum
     setup_parts: Mapping[str, float] | None = None
 
     @classmethod

@@ -29,7 +29,7 @@ from types import FrameType
 from bench_engine import progress
 from bench_engine.api import Engine, UnsupportedError, Workload
 from bench_engine.contract import EngineResult, RunSpec
-from bench_engine.data import DatasetError, load_dataset
+from bench_engine.data import DatasetError, SplitHash, map_split
 from bench_engine.faults import inject_fault
 from bench_engine.harness import Measurements, run_harness
 from bench_engine.initweights import InitError
@@ -110,25 +110,33 @@ class _Run:
 def _steps(engine: Engine, spec: RunSpec, worker: WorkerInfo | None, run: _Run) -> None:
     """Everything a run does, from the environment to the last step, recorded in ``run``."""
     marks = [time.perf_counter()]
+    parity = spec.parity
+    hashing = SplitHash(parity.dataset.path)  # the whole split, read beside the import and the prepare
     run.environment = run.environment.seen(engine.environment(spec))
     marks.append(time.perf_counter())
-    # the split is hashed whole, then memory-mapped: a single process copies out the samples its steps
-    # read (all of them in a training epoch), a worker only its own shard
-    parity = spec.parity
-    mapped = load_dataset(parity.dataset.path, parity.dataset.sha256, mmap=True)
+    # the split is memory-mapped: a single process copies out the samples its steps read (all of them in a
+    # training epoch), a worker only its own shard; the hash is the spec's until the read-back one is in
+    mapped = map_split(parity.dataset.path, parity.dataset.sha256, mmap=True)
     read = samples_read(mapped.samples, parity.batch.global_, parity.steps_per_epoch)
     dataset = mapped.prefix(read, copy=worker is None)
-    run.dataset = (dataset.sha256, dataset.samples)
     marks.append(time.perf_counter())
-    held = f"; the steps read its first {dataset.held}, only those are held" if dataset.held < dataset.samples else ""
-    log(f"dataset {dataset.sha256[:12]} ({dataset.samples} samples{held}) loaded in {marks[2] - marks[1]:.2f}s")
-    run.workload = engine.prepare(spec, dataset)
+    workload = engine.prepare(spec, dataset)
+    marks.append(time.perf_counter())
+    try:
+        sha = hashing.verified(parity.dataset.sha256)  # before the first step: no step runs beside the hash
+    except DatasetError:
+        workload.close()  # not the spec's data: the run has no work to report
+        raise
+    run.workload, run.dataset = workload, (sha, dataset.samples)
     inject_fault(run.workload, worker)
     marks.append(time.perf_counter())
+    held = f"; the steps read its first {dataset.held}, only those are held" if dataset.held < dataset.samples else ""
+    log(f"dataset {sha[:12]} ({dataset.samples} samples{held}) mapped in {marks[2] - marks[1]:.2f}s, "
+        f"hashed in {hashing.hash_s:.2f}s beside the setup (waited {hashing.wait_s:.2f}s for it)")
     run.setup_s = marks[-1] - _START
     run.setup_parts = {"before_s": marks[0] - _START, "environment_s": marks[1] - marks[0], "dataset_s": marks[2] - marks[1],
-                       "prepare_s": marks[3] - marks[2]}
-    parts = ", ".join(f"{name[:-2]} {seconds:.2f}s" for name, seconds in run.setup_parts.items())
+                       "prepare_s": marks[3] - marks[2], "hash_wait_s": marks[4] - marks[3], "hash_s": hashing.hash_s}
+    parts = ", ".join(f"{name[:-2]} {seconds:.2f}s" for name, seconds in run.setup_parts.items() if name != "hash_s")
     log(f"setup done in {run.setup_s:.2f}s ({parts}); {spec.parity.total_steps} steps to run")
     run_harness(run.workload, spec.schedule, dataset.samples, run.measured)
     progress.phase("done")

@@ -104,6 +104,8 @@ def build_workload(spec: RunSpec, data: Dataset, kind: str, devices: list[Any]) 
     if device_data:
         workload.precompile(planned_calls(spec.schedule, data.samples, world, group))
         clock.mark("compile")
+        workload.place_starts(spec.schedule, data.samples)
+        clock.mark("starts placed")
     clock.say()
     return workload
 
