@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Session N on the H200 (issue 26, fourth session, second campaign). Knobs for a CPU rehearsal: DEVICE=cpu SMOKE=1, PAIRS, PRECISIONS, REPEATS.
+# After: the split hashed beside the setup; JAX's batch starts placed before timing.
+# 1. NVIDIA's table for JAX, 5 repeats; 2. CIFAR 32x32 JAX tf32+bf16, the whole scenario (2 epochs), 1 repeat;
+# 3. JAX step profile with command buffers off (every kernel visible to CUPTI) and on;
+# 4. NVIDIA's table for PyTorch, 5 repeats (interrupted by poll_h.sh when the budget ends; resumable).
+# (The overhead pairs ran in the first campaign, session_m.sh.)
+set -u
+out=/tmp/camp; rm -rf "$out"; mkdir -p "$out"
+echo $$ > "$out/campaign.pid"
+cd "$(dirname "$0")/.."
+step() { echo "$(date -u +%H:%M:%S) $*" >> "$out/steps.log"; }
+bg() { local log=$1; shift; "$@" > "$log" 2>&1 & local pid=$!; echo $pid > "$out/current.pid"; ln -sf "$log" "$out/current.log"; wait $pid; }
+inf() { python3 -m orchestrator scenario run scenarios/imagenet_resnet50_inference.yaml --device "${DEVICE:-cuda}" --runtime local ${SMOKE:+--smoke} "$@"; }
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv > "$out/gpu.csv" 2>&1
+python3 -c "import torch, jax; print('torch', torch.__version__, 'jax', jax.__version__)" > "$out/versions.txt" 2>&1
+step start
+PRECS=${PRECISIONS:-tf32,bf16}
+bg "$out/inf_jax.log" inf --engines jax --precisions $PRECS --repeats ${REPEATS:-5} --out "$out/inf_jax" --label jax-starts-placed
+step "inference jax rc $?"
+bg "$out/cifar_jax.log" python3 -m orchestrator scenario run scenarios/cifar_resnet50.yaml --device "${DEVICE:-cuda}" --runtime local ${SMOKE:+--smoke} \
+  --engines jax --set "matrix.precisions=[${PRECS}]" --precisions $PRECS --repeats 1 --out "$out/cifar" --label jax-starts-placed
+step "cifar jax rc $?"
+grep -hE "^jax .* (ok|failed|invalid|timeout) " "$out/cifar_jax.log" >> "$out/steps.log"
+spec=$(ls "$out"/cifar/cifar_resnet50/*/runs/jax-*bf16*/spec.json "$out"/cifar/cifar_resnet50/*/runs/jax-*/spec.json 2>/dev/null | head -1)
+if [ -n "$spec" ]; then
+  rm -rf "$out/nocb_run"; cp -r "$(dirname "$spec")" "$out/nocb_run"  # a copy: the sealed artifact keeps its files
+  python3 - "$spec" "$out/nocb_run/spec_nocb.json" <<'PY'
+import json, sys
+doc = json.load(open(sys.argv[1])); doc.setdefault("engine_options", {})["command_buffers"] = False
+json.dump(doc, open(sys.argv[2], "w"))
+PY
+  PYTHONPATH=${PYTHONPATH:-}:$PWD/images/common:images/jax:benchmarks/probes bg "$out/profile_jax_nocb.log" timeout 240 python3 benchmarks/probes/step_profile.py "$out/nocb_run/spec_nocb.json" --steps ${PROFILE_STEPS:-50}
+  step "profile jax no command buffers rc $?"
+  PYTHONPATH=${PYTHONPATH:-}:$PWD/images/common:images/jax:benchmarks/probes bg "$out/profile_jax.log" timeout 240 python3 benchmarks/probes/step_profile.py "$spec" --steps ${PROFILE_STEPS:-50}
+  step "profile jax rc $?"
+  grep -h '^{' "$out"/profile_jax*.log >> "$out/step_profiles.jsonl"
+fi
+bg "$out/inf_pytorch.log" inf --engines pytorch --precisions $PRECS --repeats ${REPEATS:-5} --out "$out/inf_pytorch" --label pytorch-hash-overlapped
+step "inference pytorch rc $?"
+echo 0 > "$out/finished"
