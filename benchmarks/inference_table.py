@@ -24,6 +24,7 @@ from pathlib import Path
 REFERENCE = Path(__file__).with_name("reference") / "nvidia_resnet50_v100_inference.json"
 REFERENCE_TABLE = {"tf32": "FP32", "fp32": "FP32", "bf16": "Mixed Precision", "fp16": "Mixed Precision"}
 P99_GOAL_MS, THROUGHPUT_GOAL = 1.5, 25_000.0
+GOAL_PRECISION = "bf16"  # issue 26 sets its inference goals on the bf16 rows; tf32 rows are published, not goals
 
 
 @dataclass(frozen=True)
@@ -87,7 +88,7 @@ def markdown(cells: list[Cell], reference: dict[str, list[list[float]]], machine
 
 def missed_goals(cells: list[Cell]) -> list[str]:
     missed = []
-    for cell in cells:
+    for cell in (c for c in cells if c.precision == GOAL_PRECISION):
         if cell.batch == 1 and cell.latency_p99 >= P99_GOAL_MS:
             missed.append(f"{cell.engine} {cell.precision} b1: p99 {cell.latency_p99:.3f} ms (goal < {P99_GOAL_MS} ms)")
         if cell.batch == 256 and cell.throughput < THROUGHPUT_GOAL:

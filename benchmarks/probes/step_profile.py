@@ -114,12 +114,29 @@ def _build(spec_path: Path) -> tuple[Any, Any]:
     raise SystemExit(f"{spec_path}: engine {spec.engine!r} is not profiled by this probe (pytorch, jax)")
 
 
+def issue_steps(workload: Any, steps: int, k: int, per_epoch: int, batch: int, counter: int) -> int:
+    """Hand ``workload`` ``steps`` batches (a multiple of ``k``), one ``step`` call each, as the harness does: an
+    engine that runs ``k`` steps per call queues them and dispatches every ``k``-th; each call's batches lie inside
+    one epoch. Returns the step counter after them. (Session 4's JAX profile handed one batch per ``k`` steps and
+    so ran a tenth of the steps it divided by.)"""
+    from bench_engine.api import StepBatch
+
+    for _ in range(steps // k):
+        index = counter % per_epoch
+        if index + k > per_epoch:
+            counter += per_epoch - index
+            index = 0
+        for offset in range(k):
+            workload.step(StepBatch(epoch=counter // per_epoch, index=index + offset, start=(index + offset) * batch, size=batch))
+        counter += k
+    return counter
+
+
 def profile(spec_path: Path, steps: int, warmup: int, top: int) -> dict[str, Any]:
     import torch
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as torch_profile
 
-    from bench_engine.api import StepBatch
 
     workload, spec = _build(spec_path)
     batch, per_epoch = spec.parity.batch.global_, spec.parity.steps_per_epoch
@@ -129,15 +146,7 @@ def profile(spec_path: Path, steps: int, warmup: int, top: int) -> dict[str, Any
 
     def run(n: int) -> None:
         nonlocal counter
-        done = 0
-        while done < n:
-            index = counter % per_epoch
-            if index + k > per_epoch:  # every call inside one epoch, as the harness issues them
-                counter += per_epoch - index
-                index = 0
-            workload.step(StepBatch(epoch=counter // per_epoch, index=index, start=index * batch, size=batch))
-            counter += k
-            done += k
+        counter = issue_steps(workload, n, k, per_epoch, batch, counter)
 
     run(max(k, warmup - warmup % k))
     workload.sync()

@@ -49,6 +49,8 @@ def test_goals_fail_on_a_slow_batch_1_p99_or_a_short_batch_256(table):
     missed = table.missed_goals(table.read_cells(summary([group("jax", "bf16", 1, 419.0, 1.5),
                                                            group("jax", "bf16", 256, 24999.0, 16.0)])))
     assert len(missed) == 2 and "p99 1.500 ms" in missed[0] and "24,999 img/s" in missed[1]
+    tf32 = [group("jax", "tf32", 1, 419.0, 3.79), group("jax", "tf32", 256, 14889.0, 17.9)]
+    assert table.missed_goals(table.read_cells(summary(met + tf32))) == []  # the goals are the bf16 rows'
 
 
 def test_the_command_exits_1_on_a_missed_goal_and_2_without_an_artifact(tmp_path: Path):

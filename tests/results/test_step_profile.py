@@ -36,3 +36,24 @@ def test_only_gpu_events_are_read_from_the_trace() -> None:
     assert kernels_of_trace(trace) == [("k", 5.0, 2.0), ("Memcpy HtoD", 8.0, 1.0)]
     assert classify("Memcpy HtoD") == "copy" and classify("loop_add_fusion") == "fusion/elementwise"
     assert classify("cutlass_80_tensorop_gemm") == "gemm" and classify("mystery") == "other"
+
+
+def test_every_step_is_handed_to_the_workload_and_a_call_stays_inside_its_epoch() -> None:
+    """The probe divides by the steps it issues: each is one ``step`` call, in whole calls of k inside an epoch."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "images" / "common"))
+    from bench_engine.dispatch import StepQueue
+    from step_profile import issue_steps
+
+    calls: list[list[int]] = []
+
+    class Queued:  # what a k-steps-per-call engine does with the batches it is handed
+        def __init__(self, k: int) -> None:
+            self.queue = StepQueue(k, 8, lambda b: calls.append([b.index]), lambda bs: calls.append([b.index for b in bs]))
+
+        def step(self, batch) -> None:
+            self.queue.push(batch)
+
+    counter = issue_steps(Queued(10), 50, 10, per_epoch=25, batch=8, counter=0)
+    assert [len(c) for c in calls] == [10] * 5  # 50 steps: five calls of ten, none run one by one
+    assert calls[2] == list(range(10)) and all(c[-1] < 25 for c in calls)  # the call that would cross the epoch starts the next
+    assert counter == 60  # epochs 0 and 1 hold two calls each (the last 5 steps of each skipped), epoch 2 one
