@@ -41,8 +41,9 @@ def test_only_gpu_events_are_read_from_the_trace() -> None:
 def test_every_step_is_handed_to_the_workload_and_a_call_stays_inside_its_epoch() -> None:
     """The probe divides by the steps it issues: each is one ``step`` call, in whole calls of k inside an epoch."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "images" / "common"))
-    from bench_engine.dispatch import StepQueue
     from step_profile import issue_steps
+
+    from bench_engine.dispatch import StepQueue
 
     calls: list[list[int]] = []
 

@@ -1,7 +1,9 @@
 """Re-make an artifact's shared initial weights (left behind on the device) from the seed, and place them in its runs."""
-import json, sys
+import json
+import sys
 from pathlib import Path
-from orchestrator.model.initweights import write_init, place_in_run, file_name
+
+from orchestrator.model.initweights import place_in_run, write_init
 
 for art in map(Path, sys.argv[1:]):
     made = {}
