@@ -71,6 +71,14 @@ class Bottleneck(nn.Module):
         return nn.relu(out + shortcut)
 
 
+class Folded(nn.Module):
+    """Where a BatchNorm was, once folded into the convolution before it: the identity."""
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        return x
+
+
 class ResNet(nn.Module):
     """torchvision-style ResNet with bottleneck blocks; input NHWC, output logits."""
 
@@ -79,14 +87,19 @@ class ResNet(nn.Module):
     dtype: Any = jnp.float32  # compute dtype
     param_dtype: Any = jnp.float32
     precision: Any = None  # lax.Precision for conv and dense (None: the backend default)
+    # inference only: every BatchNorm folded into its convolution (a conv bias, no BatchNorm; bench_jax.folding)
+    fold_batchnorm: bool = False
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool = True) -> jax.Array:
-        conv = partial(nn.Conv, use_bias=False, kernel_init=conv_init, dtype=self.dtype, param_dtype=self.param_dtype,
-                       precision=self.precision)
+        if self.fold_batchnorm and train:
+            raise ValueError("a ResNet with BatchNorm folded into its convolutions is for inference only")
+        conv = partial(nn.Conv, use_bias=self.fold_batchnorm, kernel_init=conv_init, dtype=self.dtype,
+                       param_dtype=self.param_dtype, precision=self.precision)
         # Flax promotes the statistics to float32 (force_float32_reductions) whatever the compute dtype
-        norm = partial(nn.BatchNorm, use_running_average=not train, momentum=BN_MOMENTUM, epsilon=BN_EPSILON,
-                       dtype=self.dtype, param_dtype=self.param_dtype)
+        norm: Callable[..., nn.Module] = Folded if self.fold_batchnorm else partial(
+            nn.BatchNorm, use_running_average=not train, momentum=BN_MOMENTUM, epsilon=BN_EPSILON,
+            dtype=self.dtype, param_dtype=self.param_dtype)
         x = conv(64, (7, 7), strides=(2, 2), padding=_pad(7), name="conv1")(x)
         x = nn.relu(norm(name="bn1")(x))
         x = nn.max_pool(x, (3, 3), strides=(2, 2), padding=_pad(3))

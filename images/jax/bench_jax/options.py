@@ -30,6 +30,7 @@ class JaxOptions:
     steps_per_dispatch: int | str = "auto"
     command_buffers: bool | str = "auto"
     pack_variables: bool | str = "auto"
+    fold_batchnorm: bool = False
     xla_flags: str | None = None
     preallocate: bool | None = None
 
@@ -127,7 +128,7 @@ def _not_looping(config: StepConfig) -> str | None:
 
 def optimizations(config: StepConfig, xla_flags: str, kind: str = "cpu", shards: ShardPlan | None = None,
                   dispatch: DispatchChoice = ONE_STEP, declined: str | None = None,
-                  command_buffers: str = "", packed: Switch | None = None) -> Switches:
+                  command_buffers: str = "", packed: Switch | None = None, folded: Switch | None = None) -> Switches:
     """The switches in effect; ``declined``: why auto did not donate;
     ``command_buffers``: the flag the option added to XLA_FLAGS ('' for none)."""
     infer = config.mode == "infer"
@@ -143,6 +144,7 @@ def optimizations(config: StepConfig, xla_flags: str, kind: str = "cpu", shards:
         "steps_per_dispatch": _dispatch_switch(dispatch),
         "data_parallel": data_parallel(config, kind, shards),
         "packed_variables": packed or Switch(False, "not asked"),
+        "batchnorm_folded": folded or Switch(False, "not asked"),
     }
 
 

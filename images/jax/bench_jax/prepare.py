@@ -26,6 +26,7 @@ from bench_engine.setupclock import SetupClock
 from bench_engine.shards import ShardPlan
 from bench_jax import dnn, readback
 from bench_jax import model as models
+from bench_jax.folding import folded_inference
 from bench_jax.options import (
     JaxOptions,
     command_buffer_flags,
@@ -78,10 +79,11 @@ def build_workload(spec: RunSpec, data: Dataset, kind: str, devices: list[Any]) 
                              device_data=device_data, size=parity.batch.per_device, world=world)
     dispatch = steps_per_dispatch(options, step_config, kind, spec.schedule, data.samples)
     group = dispatch.steps
+    step_model, state, folded_switch = folded_inference(options.fold_batchnorm, parity, model, ready.state)
     packed_switch = pack_variables(options, step_config, optimized)
-    state, unpack = ready.state, None
+    unpack = None
     if packed_switch.applied:
-        packed = pack(ready.state, devices[0])
+        packed = pack(state, devices[0])
         state, unpack = packed.buffers, packed.unpack
         packed_switch = Switch(True, f"{packed_switch.detail} ({packed.leaves} leaves in {len(packed.buffers)} buffer(s))")
     workload = JaxWorkload(
@@ -90,8 +92,8 @@ def build_workload(spec: RunSpec, data: Dataset, kind: str, devices: list[Any]) 
         data_placement=parity.data_placement,
         optimizations=optimizations(step_config, os.environ.get("XLA_FLAGS", ""), kind, shards, dispatch,
                                     donation_declined(options, optimized, mode, kind, precision),
-                                    cuda_graphs, packed_switch),
-        world_size=world, mesh=mesh, shards=shards, mode=mode, model=model, tx=ready.tx, state=state,
+                                    cuda_graphs, packed_switch, folded_switch),
+        world_size=world, mesh=mesh, shards=shards, mode=mode, model=step_model, tx=ready.tx, state=state,
         data=ready.placed, device=devices[0], step_config=step_config, steps_per_dispatch=group, unpack=unpack,
     )
     if mode == "train":  # where training starts from, read before the first (donating) step
