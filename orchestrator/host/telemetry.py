@@ -95,6 +95,7 @@ class GpuTelemetry:
         self._rows: list[Sample] = []
         self._energy_start: dict[int, int | None] = {}
         self._t0 = 0.0
+        self._last_tick = -1.0
         self._csv_path: Path | None = None
         self._error: str | None = None
 
@@ -153,6 +154,7 @@ class GpuTelemetry:
         self._csv_path = run_dir / CSV_NAME
         self._reason = None
         self._t0 = time.monotonic()
+        self._last_tick = -1.0
         self._started_at = time.time()
         self._stop.clear()
         self._thread = threading.Thread(target=self._loop, name="bench-gpu-telemetry", daemon=True)
@@ -160,7 +162,10 @@ class GpuTelemetry:
 
     def _sample(self, writer: Any) -> None:
         nvml = self._nvml
-        now = round(time.monotonic() - self._t0, 3)
+        # a tick's rows share its time, by which the summary groups them: a tick within the same millisecond as the
+        # last (the sample at stop, right after a regular one) is moved 1 ms on rather than merged with it
+        now = max(round(time.monotonic() - self._t0, 3), round(self._last_tick + 0.001, 3))
+        self._last_tick = now
         sm, mem = getattr(nvml, "NVML_CLOCK_SM", 1), getattr(nvml, "NVML_CLOCK_MEM", 2)
         reasons = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(nvml, "nvmlDeviceGetCurrentClocksThrottleReasons", None)
         energy_call = getattr(nvml, "nvmlDeviceGetTotalEnergyConsumption", None)

@@ -133,6 +133,19 @@ def test_visible_devices(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     assert out["gpus"] == [0, 1, 2] and any("while the run uses 1" in n for n in out["notes"])
 
 
+def test_ticks_in_one_millisecond_stay_apart(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ticks are grouped by time: a sample at stop in the same millisecond as the tick before must not merge with it."""
+    gpus = [FakeGpu(uuid=f"GPU-bbbb000{i}-0000", power_mw=100_000 * (i + 1)) for i in range(2)]
+    monkeypatch.setitem(sys.modules, "pynvml", make_module(gpus))
+    monkeypatch.setattr(telemetry.time, "monotonic", lambda: 5.0)  # every tick in the same instant
+    run_dir = _run_dir(tmp_path)
+    out = _monitor_run(run_dir, seconds=0.1)
+    rows = telemetry.read_csv(run_dir / "telemetry.csv")
+    times = [r["time_s"] for r in rows]
+    assert len(set(times)) == out["samples"] == len(rows) // 2 >= 2
+    assert out["power_w"] == {"mean": 300.0, "max": 300.0}  # 100 W + 200 W each tick, never 600 W
+
+
 def test_sampler_survives_failing_reads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fake = make_module()
 
