@@ -29,7 +29,7 @@ import numpy as np  # noqa: E402
 from jax import lax  # noqa: E402
 
 from bench_jax.folding import fold_batchnorm  # noqa: E402
-from bench_jax.model import resnet50  # noqa: E402
+from bench_jax.model import BN_EPSILON, resnet50  # noqa: E402
 
 COMPUTE = {"bf16": (jnp.bfloat16, None), "tf32": (jnp.float32, None), "fp32": (jnp.float32, lax.Precision.HIGHEST)}
 
@@ -74,11 +74,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--precisions", default="bf16,tf32")
     parser.add_argument("--tolerance", type=float, default=2.0, help="folded error allowed, in units of the unfolded's")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--fold-epsilon", type=float, default=BN_EPSILON, help="the epsilon folded (another one is a wrong fold)")
     args = parser.parse_args(argv)
     shape = (args.batch, args.size, args.size, 3)
     base = resnet50(args.classes).init(jax.random.PRNGKey(args.seed), jnp.zeros((1, args.size, args.size, 3)), train=False)
     variables = spread_variables(base, args.seed + 1)
-    folded = fold_batchnorm(variables)
+    folded = fold_batchnorm(variables, epsilon=args.fold_epsilon)
     images = jax.random.uniform(jax.random.PRNGKey(args.seed + 2), shape, jnp.float32, -1.0, 1.0)
     reference = logits("fp32", False, variables, images, args.classes)
     failed = False

@@ -1,4 +1,4 @@
-"""BatchNorm folded into the convolutions for JAX inference (bench_jax.folding): the folded ResNet's logits are
+"""BatchNorm folded into the convolutions for JAX inference (bench_jax.folding, on by default): the folded ResNet's logits are
 the model's within rounding, its tree has no statistics, and a wrong fold is caught by the same comparison."""
 
 from __future__ import annotations
@@ -87,16 +87,38 @@ def test_a_tree_that_is_not_a_resnets_is_refused() -> None:
         resnet50(10, fold_batchnorm=True).init(jax.random.PRNGKey(0), jnp.zeros((1, 32, 32, 3)), train=True)
 
 
-def test_an_inference_run_with_the_option_folds_and_training_refuses_it(make_spec, run_engine) -> None:
+def test_an_inference_run_folds_by_default_and_training_refuses_the_option(make_spec, run_engine) -> None:
     from tests.engine_outcomes import expect_failed
 
-    spec = make_spec("jax", mode="infer", batch=8, steps_per_epoch=3, options={"fold_batchnorm": True})
+    spec = make_spec("jax", mode="infer", batch=8, steps_per_epoch=3)
     code, result, log = run_engine(spec)
     assert code == 0, log
     switch = result["work"]["optimizations"]["batchnorm_folded"]
-    assert switch["applied"] is True and "gamma/sqrt(var+eps)" in switch["detail"]
+    assert switch["applied"] is True and switch["detail"].startswith("auto:") and "gamma/sqrt(var+eps)" in switch["detail"]
     assert result["work"]["trainable_parameters"] == spec["expected"]["trainable_parameters"]  # the model as defined
-    plain = make_spec("jax", mode="infer", batch=8, steps_per_epoch=3)
-    assert run_engine(plain)[1]["work"]["optimizations"]["batchnorm_folded"]["applied"] is False  # off by default
+    off = make_spec("jax", mode="infer", batch=8, steps_per_epoch=3, options={"fold_batchnorm": False})
+    assert run_engine(off)[1]["work"]["optimizations"]["batchnorm_folded"] == {"applied": False, "detail": "option: BatchNorm kept as its own op"}
     failed = expect_failed(run_engine, make_spec("jax", batch=8, steps_per_epoch=1, options={"fold_batchnorm": True}), "unsupported")
     assert "inference only" in failed["failure"]["message"]
+
+
+def test_auto_folds_only_the_optimized_one_device_resnet50_inference() -> None:
+    from types import SimpleNamespace
+
+    from bench_jax.folding import folded_inference
+
+    def switch(option, optimized=True, mode="infer", arch="resnet50_v1.5", devices=1):
+        parity = SimpleNamespace(mode=mode, arch=arch, devices=devices)
+        return folded_inference(option, optimized, parity, model=None, state=None)[2]  # no fold reaches the model
+
+    assert switch("auto", optimized=False).detail == "auto: BatchNorm kept as its own op (baseline)"
+    assert switch("auto", mode="train").detail.startswith("training:")
+    assert switch("auto", arch="tresnet_m").detail == "auto: folds bench's ResNet-50 on one device, not tresnet_m on 1"
+    assert not switch("auto", devices=2).applied
+    assert not switch(False).applied
+    from bench_engine.api import UnsupportedError
+
+    with pytest.raises(UnsupportedError, match="not tresnet_m on 1"):
+        switch(True, arch="tresnet_m")
+    with pytest.raises(UnsupportedError, match="inference only"):
+        switch(True, optimized=False, mode="train")

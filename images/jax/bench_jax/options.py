@@ -30,7 +30,7 @@ class JaxOptions:
     steps_per_dispatch: int | str = "auto"
     command_buffers: bool | str = "auto"
     pack_variables: bool | str = "auto"
-    fold_batchnorm: bool = False
+    fold_batchnorm: bool | str = "auto"
     xla_flags: str | None = None
     preallocate: bool | None = None
 

@@ -79,7 +79,7 @@ def build_workload(spec: RunSpec, data: Dataset, kind: str, devices: list[Any]) 
                              device_data=device_data, size=parity.batch.per_device, world=world)
     dispatch = steps_per_dispatch(options, step_config, kind, spec.schedule, data.samples)
     group = dispatch.steps
-    step_model, state, folded_switch = folded_inference(options.fold_batchnorm, parity, model, ready.state)
+    step_model, state, folded_switch = folded_inference(options.fold_batchnorm, optimized, parity, model, ready.state)
     packed_switch = pack_variables(options, step_config, optimized)
     unpack = None
     if packed_switch.applied:

@@ -1,31 +1,26 @@
 #!/usr/bin/env bash
-# The next H200 campaign of issue 26 (written in session 4, not yet run). Copy to .devcarry/ and start it with
-# setsid as the earlier sessions did (README beside). Knobs for a CPU rehearsal: DEVICE=cpu SMOKE=1 PRECISION=fp32.
-# 1. JAX's fold_batchnorm measured: bf16 batch 256 and batch 1, with and without (4 runs, about 1 min);
-# 2. PyTorch's NVIDIA table: resume session 4's artifact (5 of 90 runs done) until poll.sh interrupts it.
+# The next H200 campaign of issue 26 (written in session 5). Copy to .devcarry/ and start it with setsid (README beside).
+# It runs bench from a copy of the tree in /tmp/tree: every device call re-sends the working tree, and a run that
+# starts while that copy is written can miss a module (session 5 lost one JAX run so).
+# 1. JAX's table (fold on): resume session 5's copy (the tf32 b128 repeat 5 that crashed, about 15 s);
+# 2. PyTorch's NVIDIA table: resume session 5's copy (10 of 90 runs done) until poll.sh interrupts it.
 set -u
 out=/tmp/camp; rm -rf "$out"; mkdir -p "$out"
 echo $$ > "$out/campaign.pid"
-cd "$(dirname "$0")/.."
+src="$(cd "$(dirname "$0")/.." && pwd)"
+rm -rf /tmp/tree && cp -r "$src" /tmp/tree && cd /tmp/tree
+export PYTHONPATH="/tmp/site:/tmp/tree:/tmp/tree/images/common"
 step() { echo "$(date -u +%H:%M:%S) $*" >> "$out/steps.log"; }
-# one bench command at a time, in the background so poll.sh can Ctrl-C it (it signals the command's children
-# too: a shell function runs in a subshell whose child is bench); its log is current.log
 bg() { local log=$1; shift; "$@" > "$log" 2>&1 & local pid=$!; echo $pid > "$out/current.pid"; ln -sf "$log" "$out/current.log"; wait $pid; }
-inf() { python3 -m orchestrator scenario run scenarios/imagenet_resnet50_inference.yaml --device "${DEVICE:-cuda}" --runtime local ${SMOKE:+--smoke} "$@"; }
-nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv > "$out/gpu.csv" 2>&1
+resume() { python3 -m orchestrator scenario resume "$1" --device "${DEVICE:-cuda}" --runtime local; }
+nvidia-smi --query-gpu=name,uuid,driver_version,memory.total,clocks.max.sm --format=csv > "$out/gpu.csv" 2>&1
 python3 -c "import torch, jax; print('torch', torch.__version__, 'jax', jax.__version__)" > "$out/versions.txt" 2>&1
 step start
-P=${PRECISION:-bf16}
-for fold in true false; do
-  for batch in ${BIG:-256} 1; do
-    bg "$out/fold_${fold}_b$batch.log" inf --engines jax --precisions $P --set "matrix.batch_sizes=[$batch]" --repeats 1 \
-      --set "engines.jax.options.fold_batchnorm=$fold" --out "$out/fold" --label "jax-fold-$fold-b$batch"
-    step "jax fold_batchnorm=$fold b$batch rc $?"
-  done
-done
-grep -hE "^jax .* (ok|failed|invalid|timeout) " "$out"/fold_*.log >> "$out/steps.log"
-published=${PUBLISHED:-docs/results/h200/issue26_round2/session4/imagenet_resnet50_inference/20261202T184803Z-42be8f}
-cp -r "$published" "$out/inf_pytorch"  # a published copy resumes: the runs it makes re-make the shared weights
-bg "$out/inf_pytorch.log" python3 -m orchestrator scenario resume "$out/inf_pytorch" --device "${DEVICE:-cuda}" --runtime local
+S=docs/results/h200/issue26_round2/session5
+cp -r "${JAX_PUBLISHED:-$S/jax_table/20261203T061258Z-037bb7}" "$out/jax_table"
+bg "$out/jax_table.log" resume "$out/jax_table"
+step "jax table resume rc $?"
+cp -r "${PUBLISHED:-$S/pytorch_table/20261202T184803Z-42be8f}" "$out/inf_pytorch"
+bg "$out/inf_pytorch.log" resume "$out/inf_pytorch"
 step "inference pytorch resume rc $?"
 echo 0 > "$out/finished"
