@@ -42,8 +42,9 @@ class TorchWorkload(Workload):
 
     def __init__(self, runner: Runner, device: torch.device, training: bool, shards: ShardPlan | None = None,
                  dist: DistContext | None = None, loss_sum: torch.Tensor | None = None,
-                 parameters: list[torch.Tensor] | None = None, **fields: Any) -> None:
+                 parameters: list[torch.Tensor] | None = None, compiled: bool = False, **fields: Any) -> None:
         super().__init__(**fields)
+        self._compile_unsaid = compiled  # say what torch.compile spent once, after the first block (the warmup)
         # the trainable parameters and a copy of their values after loading (on the device; not timed)
         self.parameters = parameters or []
         self._initial = [p.detach().clone() for p in self.parameters] if training else []
@@ -69,6 +70,14 @@ class TorchWorkload(Workload):
             self.loss_sum.zero_()
             self._block_steps.append(self._steps_in_block)
         self._steps_in_block = 0
+        if self._compile_unsaid:
+            self._compile_unsaid = False
+            from bench_engine.result import log
+            from bench_pytorch.compile_report import compile_summary
+
+            line = compile_summary()
+            if line:
+                log(line)
 
     def block_losses(self) -> list[float]:
         if not self._block_sums:
@@ -184,7 +193,7 @@ def build_workload(spec: RunSpec, data: Dataset, device: torch.device) -> TorchW
         precision=precision.report(",".join(param_dtypes(built.model))),
         data_placement=source.placement_in_effect(),
         optimizations=plan.optimizations,
-        world_size=dist.world_size if dist is not None else 1,
+        world_size=dist.world_size if dist is not None else 1, compiled=plan.compile,
     )
     workload.readback = Readback(
         mode="train" if built.model.training else "infer", arch=parity.arch, input_shape=traced.input_shape,
