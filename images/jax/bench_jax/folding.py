@@ -71,7 +71,7 @@ def folded_inference(option: bool | str, optimized: bool, parity: Any, model: An
     """(the model the steps run, its variables, the ``batchnorm_folded`` switch) for the ``fold_batchnorm`` option.
 
     ``auto`` folds on the optimized path of bench's ResNet-50 in inference on one device (measured on an H200:
-    bf16 batch 256 from 24,000 to 32,100 img/s) and says why not elsewhere; ``true`` asked for anything else is an
+    bf16 batch 256 from 24,017 to 31,560 img/s, medians of 5) and says why not elsewhere; ``true`` asked for anything else is an
     UnsupportedError (the run fails as unsupported rather than run another program than the one asked for)."""
     why = "auto" if option == "auto" else "option"
     if option is False or (option == "auto" and not optimized):
