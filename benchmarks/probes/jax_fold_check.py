@@ -6,7 +6,7 @@ precision the engine runs (bench_jax.prepare's policy: bf16 = bfloat16 compute, 
 default precision), and compares each with the unfolded model at float32 HIGHEST, the reference. The fold passes
 when its error against the reference is within ``--tolerance`` x the unfolded model's own error at that precision
 (floored at 1e-3 of the logits' scale) and its top-1 agreement is no lower than the unfolded model's minus one image.
-One JSON line per precision; exit 1 when a precision fails.
+One JSON line per precision; exit 1 when a precision fails, 2 when the device cannot run one.
 
     python3 benchmarks/probes/jax_fold_check.py --size 224 --batch 64 --precisions bf16,tf32
 """
@@ -28,10 +28,10 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from jax import lax  # noqa: E402
 
+from bench_engine.api import UnsupportedError  # noqa: E402
 from bench_jax.folding import fold_batchnorm  # noqa: E402
 from bench_jax.model import BN_EPSILON, resnet50  # noqa: E402
-
-COMPUTE = {"bf16": (jnp.bfloat16, None), "tf32": (jnp.float32, None), "fp32": (jnp.float32, lax.Precision.HIGHEST)}
+from bench_jax.precision import precision_policy  # noqa: E402
 
 
 def spread_variables(variables: dict, seed: int) -> dict:
@@ -54,8 +54,13 @@ def spread_variables(variables: dict, seed: int) -> dict:
 
 
 def logits(precision: str, folded: bool, variables: dict, images: jax.Array, classes: int) -> np.ndarray:
-    dtype, layer_precision = COMPUTE[precision]
-    model = resnet50(classes, dtype=dtype, param_dtype=jnp.float32, precision=layer_precision, fold_batchnorm=folded)
+    """The model's logits at ``precision`` as the engine runs it (bench_jax.prepare: the policy's compute dtype, HIGHEST
+    for fp32), float32 parameters; tf32 is refused where the device has no TF32 tensor cores."""
+    devices = jax.devices()
+    kind = "cuda" if devices[0].platform == "gpu" else devices[0].platform
+    policy = precision_policy(precision, kind, devices)
+    model = resnet50(classes, dtype=jnp.dtype(policy.compute_dtype), param_dtype=jnp.float32,
+                     precision=lax.Precision.HIGHEST if policy.highest else None, fold_batchnorm=folded)
     forward = jax.jit(lambda v, x: model.apply(v, x, train=False))
     return np.asarray(forward(variables, images).astype(jnp.float32))
 
@@ -84,7 +89,11 @@ def main(argv: list[str] | None = None) -> int:
     reference = logits("fp32", False, variables, images, args.classes)
     failed = False
     for precision in args.precisions.split(","):
-        plain_err, plain_top1 = compare(logits(precision, False, variables, images, args.classes), reference)
+        try:
+            plain_err, plain_top1 = compare(logits(precision, False, variables, images, args.classes), reference)
+        except UnsupportedError as exc:  # tf32 without TF32 tensor cores, an unknown name
+            print(f"error: --precisions: {exc}", file=sys.stderr)
+            return 2
         fold_err, fold_top1 = compare(logits(precision, True, folded, images, args.classes), reference)
         allowed = args.tolerance * max(plain_err, 1e-3)
         ok = fold_err <= allowed and fold_top1 >= plain_top1 - 1.0 / args.batch

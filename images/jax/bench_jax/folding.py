@@ -76,12 +76,11 @@ def folded_inference(option: bool | str, optimized: bool, parity: Any, model: An
     why = "auto" if option == "auto" else "option"
     if option is False or (option == "auto" and not optimized):
         return model, state, Switch(False, f"{why}: BatchNorm kept as its own op" + ("" if optimized or why == "option" else " (baseline)"))
-    supported = parity.arch == "resnet50_v1.5" and parity.devices == 1
     if parity.mode != "infer":
         if why == "auto":
             return model, state, Switch(False, "training: BatchNorm normalises with the batch's statistics")
         raise UnsupportedError("engine option fold_batchnorm: true applies to inference only (training updates the statistics)")
-    if not supported:
+    if parity.arch != "resnet50_v1.5" or parity.devices != 1:
         if why == "auto":
             return model, state, Switch(False, f"auto: folds bench's ResNet-50 on one device, not {parity.arch} on {parity.devices}")
         raise UnsupportedError(f"engine option fold_batchnorm: true folds bench's ResNet-50 on one device, not {parity.arch} "
