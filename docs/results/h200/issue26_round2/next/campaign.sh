@@ -2,8 +2,8 @@
 # The next H200 campaign of issue 26 (written in session 5). Copy to .devcarry/ and start it with setsid (README beside).
 # It runs bench from a copy of the tree in /tmp/tree: every device call re-sends the working tree, and a run that
 # starts while that copy is written can miss a module (session 5 lost one JAX run so).
-# 1. JAX's table (fold on): resume session 5's copy (the tf32 b128 repeat 5 that crashed, about 15 s);
-# 2. PyTorch's NVIDIA table: resume session 5's copy (10 of 90 runs done) until poll.sh interrupts it.
+# PyTorch's NVIDIA table: resume session 6's copy (14 of 90 runs done) until poll.sh interrupts it
+# (JAX_PUBLISHED=<artifact> resumes a JAX artifact first, as session 6 completed JAX's table).
 set -u
 out=/tmp/camp; rm -rf "$out"; mkdir -p "$out"
 echo $$ > "$out/campaign.pid"
@@ -16,10 +16,12 @@ resume() { python3 -m orchestrator scenario resume "$1" --device "${DEVICE:-cuda
 nvidia-smi --query-gpu=name,uuid,driver_version,memory.total,clocks.max.sm --format=csv > "$out/gpu.csv" 2>&1
 python3 -c "import torch, jax; print('torch', torch.__version__, 'jax', jax.__version__)" > "$out/versions.txt" 2>&1
 step start
-S=docs/results/h200/issue26_round2/session5
-cp -r "${JAX_PUBLISHED:-$S/jax_table/20261203T061258Z-037bb7}" "$out/jax_table"
-bg "$out/jax_table.log" resume "$out/jax_table"
-step "jax table resume rc $?"
+S=docs/results/h200/issue26_round2/session6
+if [ -n "${JAX_PUBLISHED:-}" ]; then  # JAX's table is complete since session 6; a rehearsal may still resume one
+  cp -r "$JAX_PUBLISHED" "$out/jax_table"
+  bg "$out/jax_table.log" resume "$out/jax_table"
+  step "jax table resume rc $?"
+fi
 cp -r "${PUBLISHED:-$S/pytorch_table/20261202T184803Z-42be8f}" "$out/inf_pytorch"
 bg "$out/inf_pytorch.log" resume "$out/inf_pytorch"
 step "inference pytorch resume rc $?"
