@@ -117,5 +117,8 @@ def between_warnings(a: list[RuntimeUse], b: list[RuntimeUse]) -> list[str]:
 
 
 def artifact_warnings(root: Path, summary: Summary) -> list[str]:
-    """The runtime and image warnings of one artifact folder (:func:`mixed_warnings`)."""
-    return mixed_warnings(runtime_uses(root, summary))
+    """The runtime and image warnings of one artifact folder (:func:`mixed_warnings`), then those of a summary that
+    does not count every run the folder holds (:mod:`orchestrator.judge.artifact_progress`)."""
+    from orchestrator.judge.artifact_progress import progress_warnings
+
+    return mixed_warnings(runtime_uses(root, summary)) + progress_warnings(root, summary)
