@@ -176,9 +176,11 @@ def build_workload(spec: RunSpec, data: Dataset, device: torch.device) -> TorchW
     init = load_shared_init(spec, model)  # bench's shared weights instead of the initialiser, when the spec says so
     params = trainable_parameters(model)
     clock.mark("model and weights")
-    built = _build_steps(model.to(device), plan, precision, dist, device, parity.optimizer if training else None)
+    model = model.to(device)  # the first allocation on the device: CUDA makes its context here
+    clock.mark("on the device")
+    built = _build_steps(model, plan, precision, dist, device, parity.optimizer if training else None)
     local = shard_dataset(data, shards, dist.rank) if shards is not None and dist is not None else data
-    clock.mark("on the device, steps built")
+    clock.mark("steps built")
     source = BatchSource(local, parity.data_placement, device, plan.channels_last)
     clock.mark("data placed")
     _note_data(plan, parity.data_placement, source, shards, dist, data.samples, training, parity.batch.per_device)
