@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The TResNet paper's table on the H200 over several sessions (issue 26; written in session 6, not run yet).
+# Copy to .devcarry/ and start it with setsid as campaign.sh (README beside); poll.sh follows it and tars /tmp/camp.
+# It runs benchmarks/tresnet_table.sh from a copy of the tree in /tmp/tree, its OUT_DIR /tmp/camp/tresnet seeded with
+# the artifacts an earlier session brought back (STATE, default docs/results/h200/issue26_round2/tresnet: published
+# copies, shared weights omitted; tresnet_sync.sh puts them there), so a fresh machine continues where the last
+# one stopped: complete cells skipped, incomplete ones resumed, a search cut short begun again.
+# BUDGET_S (default 1500: a session's device time less a machine's start) stops tresnet_table.sh in time; poll.sh's
+# interrupt is only the fallback. ENGINES (default pytorch,jax), REPEATS (default 5), CELLS, DEVICE, SMOKE pass on.
+set -u
+out=/tmp/camp; rm -rf "$out"; mkdir -p "$out"
+echo $$ > "$out/campaign.pid"
+src="$(cd "$(dirname "$0")/.." && pwd)"
+rm -rf /tmp/tree && cp -r "$src" /tmp/tree && cd /tmp/tree
+export PYTHONPATH="/tmp/site:/tmp/tree:/tmp/tree/images/common"
+step() { echo "$(date -u +%H:%M:%S) $*" >> "$out/steps.log"; }
+bg() { local log=$1; shift; "$@" > "$log" 2>&1 & local pid=$!; echo $pid > "$out/current.pid"; ln -sf "$log" "$out/current.log"; wait $pid; }
+nvidia-smi --query-gpu=name,uuid,driver_version,memory.total,clocks.max.sm --format=csv > "$out/gpu.csv" 2>&1
+python3 -c "import torch, jax; print('torch', torch.__version__, 'jax', jax.__version__)" > "$out/versions.txt" 2>&1
+state=${STATE:-docs/results/h200/issue26_round2/tresnet}
+mkdir -p "$out/tresnet"
+[ -d "$state/artifacts" ] && cp -r "$state/artifacts" "$out/tresnet/"
+step "start: $(find "$out/tresnet" -name manifest.json 2>/dev/null | wc -l) artifact(s) from $state"
+BUDGET_S=${BUDGET_S:-1500} bg "$out/tresnet.log" bash benchmarks/tresnet_table.sh "$out/tresnet" "${ENGINES:-pytorch,jax}" "${REPEATS:-5}"
+step "tresnet_table.sh rc $?"
+echo 0 > "$out/finished"
