@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Issue 26's training goals on the H200 (written in session 6, not run yet; about 25 min of device time): the
+# avenues bench's options reach, measured through bench, and the profiles that say where a step's time goes.
+# Copy to .devcarry/ and start it with setsid as campaign.sh (README beside); poll.sh follows it and tars /tmp/camp.
+# 1. 224x224, batch 256, bf16, PyTorch + JAX, 3 repeats (one artifact: cross-engine parity): the baseline;
+# 2. step_profile.py of its PyTorch and JAX repeat-1 specs: kernel classes, launches, GPU idle per step;
+# 3. PyTorch at 224 with compile_mode max-autotune-no-cudagraphs (Inductor autotunes its kernel choices, the
+#    convolutions' ATen/Triton templates included), 2 repeats;
+# 4. CIFAR 32x32, batch 128, PyTorch tf32 + bf16, 5 repeats (the goals' median of 5; published so far: 1 repeat);
+# 5. the same with max-autotune-no-cudagraphs, 2 repeats.
+# DEVICE=cpu SMOKE=1 CIFAR_PRECISIONS=fp32,bf16 rehearses it on a CPU (--smoke scenarios; tf32 needs a GPU).
+set -u
+out=/tmp/camp; rm -rf "$out"; mkdir -p "$out"
+echo $$ > "$out/campaign.pid"
+src="$(cd "$(dirname "$0")/.." && pwd)"
+rm -rf /tmp/tree && cp -r "$src" /tmp/tree && cd /tmp/tree
+export PYTHONPATH="/tmp/site:/tmp/tree:/tmp/tree/images/common"
+step() { echo "$(date -u +%H:%M:%S) $*" >> "$out/steps.log"; }
+bg() { local log=$1; shift; "$@" > "$log" 2>&1 & local pid=$!; echo $pid > "$out/current.pid"; ln -sf "$log" "$out/current.log"; wait $pid; }
+device=${DEVICE:-cuda}; smoke=(); [ "${SMOKE:-0}" = 1 ] && smoke=(--smoke)
+run() { python3 -m orchestrator scenario run "$@" --device "$device" --runtime local "${smoke[@]}"; }
+autotune=(--set engines.pytorch.options.compile_mode=max-autotune-no-cudagraphs)
+nvidia-smi --query-gpu=name,uuid,driver_version,memory.total,clocks.max.sm --format=csv > "$out/gpu.csv" 2>&1
+python3 -c "import torch, jax; print('torch', torch.__version__, 'jax', jax.__version__)" > "$out/versions.txt" 2>&1
+step start
+bg "$out/train224.log" run scenarios/imagenet_resnet50.yaml --engines pytorch,jax --precisions bf16 --devices 1 \
+  --repeats 3 --label "issue 26 training baseline" --out "$out/train224"
+step "train224 rc $?"
+for engine in pytorch jax; do
+  spec=$(ls -d "$out"/train224/*/*/runs/"$engine"-bf16-optimized-b*-d1-r1 2>/dev/null | head -n 1)/spec.json
+  if [ -f "$spec" ] && [ "$device" = cuda ]; then
+    bg "$out/profile_$engine.log" python3 benchmarks/probes/step_profile.py "$spec" --steps 10
+    step "profile $engine rc $?"; grep '^{' "$out/profile_$engine.log" >> "$out/step_profiles.jsonl"
+  fi
+done
+bg "$out/train224_autotune.log" run scenarios/imagenet_resnet50.yaml --engines pytorch --precisions bf16 --devices 1 \
+  --repeats 2 "${autotune[@]}" --label "issue 26 training max-autotune" --out "$out/train224_autotune"
+step "train224 autotune rc $?"
+bg "$out/cifar.log" run scenarios/cifar_resnet50.yaml --engines pytorch --precisions "${CIFAR_PRECISIONS:-tf32,bf16}" --repeats 5 \
+  --label "issue 26 cifar pytorch" --out "$out/cifar"
+step "cifar rc $?"
+bg "$out/cifar_autotune.log" run scenarios/cifar_resnet50.yaml --engines pytorch --precisions "${CIFAR_PRECISIONS:-tf32,bf16}" --repeats 2 \
+  "${autotune[@]}" --label "issue 26 cifar pytorch max-autotune" --out "$out/cifar_autotune"
+step "cifar autotune rc $?"
+echo 0 > "$out/finished"
