@@ -4,17 +4,8 @@
 # starts while that copy is written can miss a module (session 5 lost one JAX run so).
 # PyTorch's NVIDIA table: resume session 6's copy (14 of 90 runs done) until poll.sh interrupts it
 # (JAX_PUBLISHED=<artifact> resumes a JAX artifact first, as session 6 completed JAX's table).
-set -u
-out=/tmp/camp; rm -rf "$out"; mkdir -p "$out"
-echo $$ > "$out/campaign.pid"
-src="$(cd "$(dirname "$0")/.." && pwd)"
-rm -rf /tmp/tree && cp -r "$src" /tmp/tree && cd /tmp/tree
-export PYTHONPATH="/tmp/site:/tmp/tree:/tmp/tree/images/common"
-step() { echo "$(date -u +%H:%M:%S) $*" >> "$out/steps.log"; }
-bg() { local log=$1; shift; "$@" > "$log" 2>&1 & local pid=$!; echo $pid > "$out/current.pid"; ln -sf "$log" "$out/current.log"; wait $pid; }
+source "$(dirname "$0")/campaign_lib.sh"  # /tmp/camp, a copy of the tree in /tmp/tree, step, bg
 resume() { python3 -m orchestrator scenario resume "$1" --device "${DEVICE:-cuda}" --runtime local; }
-nvidia-smi --query-gpu=name,uuid,driver_version,memory.total,clocks.max.sm --format=csv > "$out/gpu.csv" 2>&1
-python3 -c "import torch, jax; print('torch', torch.__version__, 'jax', jax.__version__)" > "$out/versions.txt" 2>&1
 step start
 S=docs/results/h200/issue26_round2/session6
 if [ -n "${JAX_PUBLISHED:-}" ]; then  # JAX's table is complete since session 6; a rehearsal may still resume one

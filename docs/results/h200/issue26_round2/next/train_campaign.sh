@@ -9,19 +9,10 @@
 # 4. CIFAR 32x32, batch 128, PyTorch tf32 + bf16, 5 repeats (the goals' median of 5; published so far: 1 repeat);
 # 5. the same with max-autotune-no-cudagraphs, 2 repeats.
 # DEVICE=cpu SMOKE=1 CIFAR_PRECISIONS=fp32,bf16 rehearses it on a CPU (--smoke scenarios; tf32 needs a GPU).
-set -u
-out=/tmp/camp; rm -rf "$out"; mkdir -p "$out"
-echo $$ > "$out/campaign.pid"
-src="$(cd "$(dirname "$0")/.." && pwd)"
-rm -rf /tmp/tree && cp -r "$src" /tmp/tree && cd /tmp/tree
-export PYTHONPATH="/tmp/site:/tmp/tree:/tmp/tree/images/common"
-step() { echo "$(date -u +%H:%M:%S) $*" >> "$out/steps.log"; }
-bg() { local log=$1; shift; "$@" > "$log" 2>&1 & local pid=$!; echo $pid > "$out/current.pid"; ln -sf "$log" "$out/current.log"; wait $pid; }
+source "$(dirname "$0")/campaign_lib.sh"  # /tmp/camp, a copy of the tree in /tmp/tree, step, bg
 device=${DEVICE:-cuda}; smoke=(); [ "${SMOKE:-0}" = 1 ] && smoke=(--smoke)
 run() { python3 -m orchestrator scenario run "$@" --device "$device" --runtime local "${smoke[@]}"; }
 autotune=(--set engines.pytorch.options.compile_mode=max-autotune-no-cudagraphs)
-nvidia-smi --query-gpu=name,uuid,driver_version,memory.total,clocks.max.sm --format=csv > "$out/gpu.csv" 2>&1
-python3 -c "import torch, jax; print('torch', torch.__version__, 'jax', jax.__version__)" > "$out/versions.txt" 2>&1
 step start
 bg "$out/train224.log" run scenarios/imagenet_resnet50.yaml --engines pytorch,jax --precisions bf16 --devices 1 \
   --repeats 3 --label "issue 26 training baseline" --out "$out/train224"

@@ -7,16 +7,7 @@
 # one stopped: complete cells skipped, incomplete ones resumed, a search cut short begun again.
 # BUDGET_S (default 1500: a session's device time less a machine's start) stops tresnet_table.sh in time; poll.sh's
 # interrupt is only the fallback. ENGINES (default pytorch,jax), REPEATS (default 5), CELLS, DEVICE, SMOKE pass on.
-set -u
-out=/tmp/camp; rm -rf "$out"; mkdir -p "$out"
-echo $$ > "$out/campaign.pid"
-src="$(cd "$(dirname "$0")/.." && pwd)"
-rm -rf /tmp/tree && cp -r "$src" /tmp/tree && cd /tmp/tree
-export PYTHONPATH="/tmp/site:/tmp/tree:/tmp/tree/images/common"
-step() { echo "$(date -u +%H:%M:%S) $*" >> "$out/steps.log"; }
-bg() { local log=$1; shift; "$@" > "$log" 2>&1 & local pid=$!; echo $pid > "$out/current.pid"; ln -sf "$log" "$out/current.log"; wait $pid; }
-nvidia-smi --query-gpu=name,uuid,driver_version,memory.total,clocks.max.sm --format=csv > "$out/gpu.csv" 2>&1
-python3 -c "import torch, jax; print('torch', torch.__version__, 'jax', jax.__version__)" > "$out/versions.txt" 2>&1
+source "$(dirname "$0")/campaign_lib.sh"  # /tmp/camp, a copy of the tree in /tmp/tree, step, bg
 state=${STATE:-docs/results/h200/issue26_round2/tresnet}
 mkdir -p "$out/tresnet"
 [ -d "$state/artifacts" ] && cp -r "$state/artifacts" "$out/tresnet/"
