@@ -15,7 +15,7 @@ from pathlib import Path
 from orchestrator.artifacts.layout import MANIFEST
 from orchestrator.artifacts.validate import MAX_DOCUMENT_BYTES
 from orchestrator.artifacts.walk import read_bytes_no_follow
-from orchestrator.judge.runtime_use import read_record
+from orchestrator.judge.record_file import read_record
 from orchestrator.judge.summary_model import Summary
 
 SHOWN = 3  # run ids named in a warning before "+N more"

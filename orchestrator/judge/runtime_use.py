@@ -9,15 +9,12 @@ of ``telemetry.gpu.devices``); the warnings are one line each.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator.artifacts.layout import RUNS
-from orchestrator.artifacts.validate import MAX_DOCUMENT_BYTES
-from orchestrator.artifacts.walk import read_bytes_no_follow
 from orchestrator.judge.record import RunRecord
+from orchestrator.judge.record_file import read_record
 from orchestrator.judge.summary_model import Summary
 
 
@@ -30,14 +27,6 @@ class RuntimeUse:
     runtime: str
     image_id: str | None = None
     gpus: tuple[str, ...] = ()  # the UUIDs of the GPUs the run used (empty without NVML or a GPU)
-
-
-def read_record(root: Path, run_id: str) -> RunRecord | None:
-    """The run record of ``run_id`` in a (validated) artifact, read without following links; None when unreadable."""
-    try:
-        return RunRecord.from_json(json.loads(read_bytes_no_follow(root, f"{RUNS}/{run_id}/run.json", MAX_DOCUMENT_BYTES)))
-    except (OSError, ValueError, RecursionError, KeyError, TypeError, AttributeError):
-        return None
 
 
 def runtime_uses(root: Path, summary: Summary) -> list[RuntimeUse]:
