@@ -1,10 +1,11 @@
 """Whether an artifact's summary speaks for all of it.
 
-bench rewrites ``summary.json`` when a run ends and when the scenario ends, and the manifest before and after every
-run. A copy taken while a run was being written (a campaign's files copied back from a device mid-run), or an
-artifact whose bench was killed, holds a manifest that lists the run in flight and run folders newer than the
-summary: the summary then counts those runs as not started. ``bench scenario resume`` counts them and finishes the
-rest; until then these warnings say so, so that the tables are not read as the whole artifact.
+bench writes ``summary.json`` when a scenario run or a resume finishes (:func:`orchestrator.run.finish.finish`), the
+manifest before and after every run. A copy taken while a resume was running (a campaign's files copied back from a
+device mid-run), or an artifact whose bench was killed, holds a manifest that lists the run in flight and run
+folders newer than the summary: the summary, from the run or resume before, counts those runs as not started.
+``bench scenario resume`` counts them and finishes the rest; until then these warnings say so, so that the tables
+are not read as the whole artifact.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from orchestrator.judge.artifact_progress import progress_warnings
 from orchestrator.judge.record import RunRecord
 from orchestrator.judge.record_file import read_record
 from orchestrator.judge.summary_model import Summary
@@ -108,6 +109,4 @@ def between_warnings(a: list[RuntimeUse], b: list[RuntimeUse]) -> list[str]:
 def artifact_warnings(root: Path, summary: Summary) -> list[str]:
     """The runtime and image warnings of one artifact folder (:func:`mixed_warnings`), then those of a summary that
     does not count every run the folder holds (:mod:`orchestrator.judge.artifact_progress`)."""
-    from orchestrator.judge.artifact_progress import progress_warnings
-
     return mixed_warnings(runtime_uses(root, summary)) + progress_warnings(root, summary)
