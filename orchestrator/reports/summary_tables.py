@@ -89,7 +89,8 @@ def groups(summary: Summary, wide: bool = False) -> Table | None:
     if any(g.time_to_train_h for g in valid):
         fields.append(Field("90-epoch h", lambda g: g.time_to_train_h or None, HOURS, wide_only=True))
     fields.append(Field("warnings", lambda g: list(g.warnings) or None, joined("; "), wide_only=True))
-    notes = [] if wide else footnotes(((group_label(g), w) for g in valid for w in g.warnings), "warning")
+    batches = len({g.batch_per_device for g in valid}) > 1  # a footnote names its batch, as the table's rows do
+    notes = [] if wide else footnotes(((group_label(g, batches), w) for g in valid for w in g.warnings), "warning")
     title = "steady-state throughput (samples/s, median over valid repeats)" if wide else "samples/s over the valid repeats"
     return view("groups", title, fields, valid, wide, notes)
 

@@ -95,12 +95,16 @@ class Cell(Protocol):
     @property
     def path(self) -> str | None: ...
     @property
+    def batch_per_device(self) -> int | None: ...
+    @property
     def devices(self) -> int | None: ...
 
 
-def group_label(row: Cell) -> str:
-    """A group as a short label: 'jax tf32', with the path and devices when not the usual optimized on one device."""
+def group_label(row: Cell, with_batch: bool = False) -> str:
+    """A group as a short label: 'jax tf32', with the path and devices when not the usual optimized on one device, and
+    the batch ('jax tf32 b64') when ``with_batch`` (a table of several batches, whose groups it alone tells apart)."""
     extra = [] if row.path in (None, "optimized") else [str(row.path)]
+    extra += [f"b{row.batch_per_device}"] if with_batch else []
     extra += [] if row.devices in (None, 1) else [f"x{row.devices}"]
     return " ".join([str(row.engine), str(row.precision), *extra])
 

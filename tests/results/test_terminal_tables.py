@@ -130,6 +130,17 @@ def test_compact_runs_table_splits_the_run_id_and_clips_reasons_wide_shows_them_
     assert "apparent 74,128, invalid: 381 of 780 updates" in wide
 
 
+def test_footnotes_name_the_batch_when_the_table_has_several() -> None:
+    """An inference table's groups differ by batch alone: 'pytorch tf32, pytorch tf32: ...' named neither."""
+    one = {**HARD, "groups": [g for g in HARD["groups"] if g["engine"] == "tensorflow"]}
+    assert "warning tensorflow bf16: high spread" in render(st.groups(one))
+    small = {**one["groups"][0], "batch_per_device": 8}
+    two = {**one, "groups": [*one["groups"], small]}
+    compact = render(st.groups(two))
+    assert "warning tensorflow bf16 b256, tensorflow bf16 b8: high spread: 23.4%" in compact
+    assert "tensorflow bf16: high spread" not in compact
+
+
 def test_reason_column_only_when_a_run_is_not_ok() -> None:
     ok = {**HARD, "runs": [_run("pytorch", "bf16", 1)], "counts": {"ok": 1}}
     assert "reason" not in st.runs(ok).headers and "reason" in st.runs(HARD).headers

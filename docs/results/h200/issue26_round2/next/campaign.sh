@@ -16,4 +16,4 @@ fi
 cp -r "${PUBLISHED:-$S/pytorch_table/20261202T184803Z-42be8f}" "$out/inf_pytorch"
 bg "$out/inf_pytorch.log" resume "$out/inf_pytorch"
 step "inference pytorch resume rc $?"
-echo 0 > "$out/finished"
+finish

@@ -1,15 +1,22 @@
 # campaign_lib.sh: what every campaign script of this folder starts with (sourced, not run). The campaign's small
 # files go to /tmp/camp (poll.sh tars them); bench runs from a copy of the tree in /tmp/tree, since every device
 # call re-sends the working tree and a run that starts while that copy is written can miss a module.
+# Sourced again by a part of chain.sh (the setup made once, CAMPAIGN_LIB_DONE set) it only gives the functions;
+# finish writes the "finished" that poll.sh waits for, except in a part of a chain (CAMPAIGN_CHAIN=1).
 # Gives step MESSAGE (a dated line of steps.log) and bg LOG COMMAND... (the command in the background, its pid and
 # log where poll.sh finds them, waited for), and records the GPUs and the framework versions.
 set -u
-out=/tmp/camp; rm -rf "$out"; mkdir -p "$out"
-echo $$ > "$out/campaign.pid"
-src="$(cd "$(dirname "$0")/.." && pwd)"
-rm -rf /tmp/tree && cp -r "$src" /tmp/tree && cd /tmp/tree
-export PYTHONPATH="/tmp/site:/tmp/tree:/tmp/tree/images/common"
+out=/tmp/camp
+if [ -z "${CAMPAIGN_LIB_DONE:-}" ]; then
+  rm -rf "$out"; mkdir -p "$out"
+  echo $$ > "$out/campaign.pid"
+  src="$(cd "$(dirname "$0")/.." && pwd)"
+  rm -rf /tmp/tree && cp -r "$src" /tmp/tree && cd /tmp/tree
+  export PYTHONPATH="/tmp/site:/tmp/tree:/tmp/tree/images/common"
+  nvidia-smi --query-gpu=name,uuid,driver_version,memory.total,clocks.max.sm --format=csv > "$out/gpu.csv" 2>&1
+  python3 -c "import torch, jax; print('torch', torch.__version__, 'jax', jax.__version__)" > "$out/versions.txt" 2>&1
+  CAMPAIGN_LIB_DONE=1
+fi
 step() { echo "$(date -u +%H:%M:%S) $*" >> "$out/steps.log"; }
 bg() { local log=$1; shift; "$@" > "$log" 2>&1 & local pid=$!; echo $pid > "$out/current.pid"; ln -sf "$log" "$out/current.log"; wait $pid; }
-nvidia-smi --query-gpu=name,uuid,driver_version,memory.total,clocks.max.sm --format=csv > "$out/gpu.csv" 2>&1
-python3 -c "import torch, jax; print('torch', torch.__version__, 'jax', jax.__version__)" > "$out/versions.txt" 2>&1
+finish() { [ "${CAMPAIGN_CHAIN:-0}" = 1 ] || echo 0 > "$out/finished"; }  # chain.sh writes it after its last part

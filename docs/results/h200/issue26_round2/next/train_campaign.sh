@@ -33,4 +33,4 @@ step "cifar rc $?"
 bg "$out/cifar_autotune.log" run scenarios/cifar_resnet50.yaml --engines pytorch --precisions "${CIFAR_PRECISIONS:-tf32,bf16}" --repeats 2 \
   "${autotune[@]}" --label "issue 26 cifar pytorch max-autotune" --out "$out/cifar_autotune"
 step "cifar autotune rc $?"
-echo 0 > "$out/finished"
+finish

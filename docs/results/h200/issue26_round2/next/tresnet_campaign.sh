@@ -14,4 +14,4 @@ mkdir -p "$out/tresnet"
 step "start: $(find "$out/tresnet" -name manifest.json 2>/dev/null | wc -l) artifact(s) from $state"
 BUDGET_S=${BUDGET_S:-1500} bg "$out/tresnet.log" bash benchmarks/tresnet_table.sh "$out/tresnet" "${ENGINES:-pytorch,jax}" "${REPEATS:-5}"
 step "tresnet_table.sh rc $?"
-echo 0 > "$out/finished"
+finish
