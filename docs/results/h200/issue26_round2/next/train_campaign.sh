@@ -7,30 +7,37 @@
 # 3. PyTorch at 224 with compile_mode max-autotune-no-cudagraphs (Inductor autotunes its kernel choices, the
 #    convolutions' ATen/Triton templates included), 2 repeats;
 # 4. CIFAR 32x32, batch 128, PyTorch tf32 + bf16, 5 repeats (the goals' median of 5; published so far: 1 repeat);
+#    then step_profile.py of each precision's repeat 1 (the whole-step CUDA graph's kernels: where 32x32's time goes);
 # 5. the same with max-autotune-no-cudagraphs, 2 repeats.
 # DEVICE=cpu SMOKE=1 CIFAR_PRECISIONS=fp32,bf16 rehearses it on a CPU (--smoke scenarios; tf32 needs a GPU).
 source "$(dirname "$0")/campaign_lib.sh"  # /tmp/camp, a copy of the tree in /tmp/tree, step, bg
 device=${DEVICE:-cuda}; smoke=(); [ "${SMOKE:-0}" = 1 ] && smoke=(--smoke)
 run() { python3 -m orchestrator scenario run "$@" --device "$device" --runtime local "${smoke[@]}"; }
+cifar_precisions=${CIFAR_PRECISIONS:-tf32,bf16}
 autotune=(--set engines.pytorch.options.compile_mode=max-autotune-no-cudagraphs)
 step start
 bg "$out/train224.log" run scenarios/imagenet_resnet50.yaml --engines pytorch,jax --precisions bf16 --devices 1 \
   --repeats 3 --label "issue 26 training baseline" --out "$out/train224"
 step "train224 rc $?"
-for engine in pytorch jax; do
-  spec=$(ls -d "$out"/train224/*/*/runs/"$engine"-bf16-optimized-b*-d1-r1 2>/dev/null | head -n 1)/spec.json
+profile() {  # profile NAME ENGINE PRECISION: step_profile.py of repeat 1 of that group in $out/NAME (a CUDA GPU only)
+  local spec
+  spec=$(ls -d "$out/$1"/*/*/runs/"$2-$3"-optimized-b*-d1-r1 2>/dev/null | head -n 1)/spec.json
   if [ -f "$spec" ] && [ "$device" = cuda ]; then
-    bg "$out/profile_$engine.log" python3 benchmarks/probes/step_profile.py "$spec" --steps 10
-    step "profile $engine rc $?"; grep '^{' "$out/profile_$engine.log" >> "$out/step_profiles.jsonl"
+    bg "$out/profile_$1_$2_$3.log" python3 benchmarks/probes/step_profile.py "$spec" --steps 10
+    step "profile $1 $2 $3 rc $?"; grep '^{' "$out/profile_$1_$2_$3.log" >> "$out/step_profiles.jsonl"
+  else
+    step "profile $1 $2 $3: no run $spec on a CUDA device"
   fi
-done
+}
+profile train224 pytorch bf16; profile train224 jax bf16
 bg "$out/train224_autotune.log" run scenarios/imagenet_resnet50.yaml --engines pytorch --precisions bf16 --devices 1 \
   --repeats 2 "${autotune[@]}" --label "issue 26 training max-autotune" --out "$out/train224_autotune"
 step "train224 autotune rc $?"
-bg "$out/cifar.log" run scenarios/cifar_resnet50.yaml --engines pytorch --precisions "${CIFAR_PRECISIONS:-tf32,bf16}" --repeats 5 \
+bg "$out/cifar.log" run scenarios/cifar_resnet50.yaml --engines pytorch --precisions "$cifar_precisions" --repeats 5 \
   --label "issue 26 cifar pytorch" --out "$out/cifar"
 step "cifar rc $?"
-bg "$out/cifar_autotune.log" run scenarios/cifar_resnet50.yaml --engines pytorch --precisions "${CIFAR_PRECISIONS:-tf32,bf16}" --repeats 2 \
+for precision in ${cifar_precisions//,/ }; do profile cifar pytorch "$precision"; done
+bg "$out/cifar_autotune.log" run scenarios/cifar_resnet50.yaml --engines pytorch --precisions "$cifar_precisions" --repeats 2 \
   "${autotune[@]}" --label "issue 26 cifar pytorch max-autotune" --out "$out/cifar_autotune"
 step "cifar autotune rc $?"
 finish
