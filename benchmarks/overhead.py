@@ -6,13 +6,16 @@ Usage: python3 benchmarks/overhead.py SCENARIO ENGINE PRECISION [--pairs N] [--w
 First ``--warmup`` uncounted runs through bench fill the persistent compile caches (the first run
 of a machine compiles; later ones load). Then each of N pairs runs the scenario once for
 ENGINE/PRECISION through bench (local runtime) and the very same run spec directly with
-``python -m bench_<engine>``; odd pairs run bench first, even pairs the engine first (on the spec of
+``python -m bench_<engine>`` (in a folder of its own, with the environment bench's local runtime gives an engine:
+``orchestrator.runtimes.local.engine_env``); odd pairs run bench first, even pairs the engine first (on the spec of
 the bench run before), so that drift of the machine falls on both sides alike. Prints every pair, then the medians with their ranges: both
 steady-state throughputs, the ratio bench/direct, the wall time of the bench command beyond its run
 record (CLI start, validation, dataset lookup, summary, manifest), and ``extra_wall_vs_direct_s``:
 the bench command's wall time less the direct engine process's (everything bench adds, the run's
 shared weights, telemetry and checks included), with each side's engine phases (setup, warmup,
-timed) from its result.json, so a difference inside the engine shows where it is. The goals the
+timed) from its result.json and the parts of its ``prepare:`` log line (model and weights, on the device,
+steps built, ...), so a difference inside the engine shows where it is. ``--json-out`` is rewritten after
+every pair (``complete`` false until the last), so a cut-off campaign keeps what it measured. The goals the
 README states: the median ratio within 1% of 1 and at most 2 s more than the direct run.
 """
 
@@ -21,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -44,6 +48,8 @@ class Pair:
     artifact: str
     phases_bench: dict[str, float]  # the engine's own setup/warmup/timed seconds, as its result reports them
     phases_direct: dict[str, float]
+    prepare_bench: dict[str, float]  # the engine's ``prepare:`` parts (model and weights, steps built, ...) per side
+    prepare_direct: dict[str, float]
 
     @property
     def ratio(self) -> float:
@@ -79,16 +85,37 @@ def bench_command(args: argparse.Namespace, out: Path) -> list[str]:
 
 
 def engine_env(engine: str) -> dict[str, str]:
-    """The environment bench gives the engine (the same persistent compile caches), so both runs compile alike."""
+    """The environment bench's local runtime gives the engine (``orchestrator.runtimes.local.engine_env``: the same
+    persistent compile caches, PYTHONPATH and fixed variables), so both sides differ only by bench itself."""
     sys.path.insert(0, str(REPO))
-    from orchestrator.runtimes.local import FIXED_ENV, compile_cache_env
+    from orchestrator.engines.registry import get_engine
+    from orchestrator.runtimes.local import engine_env as bench_engine_env
+    from orchestrator.runtimes.local_settings import LocalSettings
 
-    return {**compile_cache_env(), **os.environ, **FIXED_ENV,
-            "PYTHONPATH": os.pathsep.join([str(REPO / "images" / "common"), str(REPO / "images" / engine)])}
+    return bench_engine_env(get_engine(engine), LocalSettings())
 
 
-def run_bench(args: argparse.Namespace, out: Path) -> tuple[float, float, float, Path, str, dict[str, float]]:
-    """(throughput, command wall s, run record wall s, spec path, artifact, engine phases) of one run through bench."""
+PREPARE_LINE = re.compile(r"\[bench-engine\] prepare: (.*)$", re.MULTILINE)
+PREPARE_PART = re.compile(r"^(.*?)(?: (-?\d+(?:\.\d+)?)s)?$")
+
+
+def prepare_parts(log_text: str) -> dict[str, float]:
+    """The engine's ``prepare:`` line (bench_engine.setupclock) as {part: seconds}; {} when the log has none.
+    A part logged without seconds (a mark the engine reached but did not time) is left out."""
+    found = PREPARE_LINE.findall(log_text)
+    if not found:
+        return {}
+    parts: dict[str, float] = {}
+    for item in found[-1].split(", "):
+        match = PREPARE_PART.match(item.strip())
+        if match and match.group(2) is not None:
+            parts[match.group(1)] = float(match.group(2))
+    return parts
+
+
+def run_bench(args: argparse.Namespace, out: Path) -> tuple[float, float, float, Path, str, dict[str, float], dict[str, float]]:
+    """(throughput, command wall s, run record wall s, spec path, artifact, engine phases, prepare parts) of one run
+    through bench."""
     started = time.perf_counter()
     env = {**os.environ, "BENCH_TELEMETRY_INTERVAL_S": "0"} if args.telemetry_off else None
     proc = subprocess.run(bench_command(args, out), capture_output=True, text=True, cwd=REPO, env=env)
@@ -100,27 +127,35 @@ def run_bench(args: argparse.Namespace, out: Path) -> tuple[float, float, float,
     run_dir = Path(summary["artifact"]) / "runs" / run["run_id"]
     record = json.loads((run_dir / "run.json").read_text())
     result = json.loads((run_dir / "result.json").read_text())
-    return run["throughput"], wall, record["wall_s"], run_dir / "spec.json", summary["artifact"], phases(result)
+    log = run_dir / "engine.log"
+    parts = prepare_parts(log.read_text(errors="replace")) if log.is_file() else {}
+    return run["throughput"], wall, record["wall_s"], run_dir / "spec.json", summary["artifact"], phases(result), parts
 
 
-def run_direct(engine: str, spec: Path, out: Path) -> tuple[float, float, dict[str, float]]:
-    """(throughput, wall s, engine phases) of the engine entrypoint run directly on ``spec``."""
-    result = out / "direct-result.json"
+def run_direct(engine: str, spec: Path, out: Path) -> tuple[float, float, dict[str, float], dict[str, float]]:
+    """(throughput, wall s, engine phases, prepare parts) of the engine entrypoint run directly on ``spec``, in a
+    folder of its own as bench's run folder is, with bench's engine environment."""
+    work = Path(tempfile.mkdtemp(prefix="direct-", dir=out))
+    result = work / "direct-result.json"
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", f"bench_{engine}", "--spec", str(spec), "--result", str(result)],
-                   check=True, env=engine_env(engine), capture_output=True)
+    proc = subprocess.run([sys.executable, "-m", f"bench_{engine}", "--spec", str(spec), "--result", str(result)],
+                          env=engine_env(engine), cwd=work, capture_output=True, text=True)
     wall = time.perf_counter() - started
+    (work / "engine.log").write_text(proc.stdout + proc.stderr)
+    if proc.returncode != 0:
+        raise subprocess.CalledProcessError(proc.returncode, f"python -m bench_{engine}", proc.stdout, proc.stderr)
     doc = json.loads(result.read_text())
-    return doc["measurements"]["steady"]["throughput"], wall, phases(doc)
+    return doc["measurements"]["steady"]["throughput"], wall, phases(doc), prepare_parts(proc.stdout + proc.stderr)
 
 
 def run_pair(args: argparse.Namespace, out: Path, direct_first: Path | None) -> tuple[Pair, Path]:
     """One bench run and one direct run (on ``direct_first``'s spec, before the bench run, when given);
     returns the pair and the bench run's spec. Raises CalledProcessError when either fails."""
     direct = run_direct(args.engine, direct_first, out) if direct_first else None
-    throughput, wall, engine_wall, spec, artifact, bench_phases = run_bench(args, out)
+    throughput, wall, engine_wall, spec, artifact, bench_phases, bench_parts = run_bench(args, out)
     direct = direct or run_direct(args.engine, spec, out)
-    return Pair(throughput, direct[0], wall, engine_wall, direct[1], artifact, bench_phases, direct[2]), spec
+    return Pair(throughput, direct[0], wall, engine_wall, direct[1], artifact, bench_phases, direct[2],
+                bench_parts, direct[3]), spec
 
 
 def median_and_range(values: list[float]) -> dict[str, float]:
@@ -128,9 +163,10 @@ def median_and_range(values: list[float]) -> dict[str, float]:
 
 
 def report(args: argparse.Namespace, pairs: list[Pair]) -> dict[str, object]:
+    """The medians and ranges over ``pairs`` and every pair; ``complete`` is false while fewer than --pairs are done."""
     return {
         "engine": args.engine, "precision": args.precision, "scenario": args.scenario, "pairs": len(pairs),
-        "warmup_runs": args.warmup, "telemetry": not args.telemetry_off,
+        "pairs_planned": args.pairs, "complete": len(pairs) == args.pairs, "warmup_runs": args.warmup, "telemetry": not args.telemetry_off,
         "ratio_bench_over_direct": median_and_range([p.ratio for p in pairs]),
         "throughput_bench": median_and_range([p.throughput_bench for p in pairs]),
         "throughput_direct": median_and_range([p.throughput_direct for p in pairs]),
@@ -139,6 +175,15 @@ def report(args: argparse.Namespace, pairs: list[Pair]) -> dict[str, object]:
         "runs": [{**asdict(p), "ratio": p.ratio, "outside_engine_s": p.outside_engine_s, "extra_wall_s": p.extra_wall_s}
                  for p in pairs],
     }
+
+
+def write_report(path: Path | None, doc: dict[str, object]) -> None:
+    """Replace ``path`` with ``doc`` (written beside it, then renamed: a kill mid-write leaves the last whole report)."""
+    if path is None:
+        return
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps(doc, indent=2) + "\n")
+    partial.replace(path)
 
 
 def main() -> int:
@@ -166,17 +211,18 @@ def main() -> int:
             pair, latest = run_pair(args, Path(tempfile.mkdtemp(prefix="bench-overhead-")), spec if index % 2 else None)
             spec = latest
             pairs.append(pair)
+            write_report(args.json_out, report(args, pairs))  # a cut-off campaign keeps every pair already measured
             print(f"pair {index + 1}/{args.pairs} ({'engine' if index % 2 else 'bench'} first): bench "
                   f"{pair.throughput_bench:,.0f}/s, direct {pair.throughput_direct:,.0f}/s, ratio {pair.ratio:.4f}, "
-                  f"outside the run record {pair.outside_engine_s:.2f} s, more than direct {pair.extra_wall_s:.2f} s", file=sys.stderr)
+                  f"outside the run record {pair.outside_engine_s:.2f} s, more than direct {pair.extra_wall_s:.2f} s, "
+                  f"engine prepare {pair.phases_bench.get('setup.prepare_s', 0.0):.2f} s / "
+                  f"{pair.phases_direct.get('setup.prepare_s', 0.0):.2f} s", file=sys.stderr)
     except subprocess.CalledProcessError as exc:
         print(f"{exc.cmd} failed ({exc.returncode}): {(exc.stderr or '')[-2000:]}", file=sys.stderr)
         return 1
     doc = report(args, pairs)
-    text = json.dumps(doc, indent=2)
-    print(text)
-    if args.json_out:
-        args.json_out.write_text(text + "\n")
+    print(json.dumps(doc, indent=2))
+    write_report(args.json_out, doc)
     return 0
 
 
