@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # bench's own modules, imported where used
 
 
 @dataclass(frozen=True)
@@ -87,7 +88,6 @@ def bench_command(args: argparse.Namespace, out: Path) -> list[str]:
 def engine_env(engine: str) -> dict[str, str]:
     """The environment bench's local runtime gives the engine (``orchestrator.runtimes.local.engine_env``: the same
     persistent compile caches, PYTHONPATH and fixed variables), so both sides differ only by bench itself."""
-    sys.path.insert(0, str(REPO))
     from orchestrator.engines.registry import get_engine
     from orchestrator.runtimes.local import engine_env as bench_engine_env
     from orchestrator.runtimes.local_settings import LocalSettings
@@ -178,12 +178,12 @@ def report(args: argparse.Namespace, pairs: list[Pair]) -> dict[str, object]:
 
 
 def write_report(path: Path | None, doc: dict[str, object]) -> None:
-    """Replace ``path`` with ``doc`` (written beside it, then renamed: a kill mid-write leaves the last whole report)."""
-    if path is None:
-        return
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(json.dumps(doc, indent=2) + "\n")
-    partial.replace(path)
+    """Replace ``path`` with ``doc`` atomically (``orchestrator.jsonio.write_json``): a kill mid-write leaves the last
+    whole report."""
+    from orchestrator.jsonio import write_json
+
+    if path is not None:
+        write_json(path, doc)
 
 
 def main() -> int:

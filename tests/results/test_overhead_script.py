@@ -69,4 +69,4 @@ def test_a_cut_off_campaign_keeps_its_pairs(monkeypatch: pytest.MonkeyPatch, tmp
     assert [run["throughput_bench"] for run in doc["runs"]] == [1001.0, 1002.0]
     assert doc["runs"][0]["prepare_bench"] == {"steps built": 12.0}
     assert calls[1] == tmp_path / "spec1.json"  # pair 2 runs the engine first, on pair 1's spec
-    assert not list(tmp_path.glob("*.partial"))
+    assert [path.name for path in tmp_path.iterdir()] == ["overhead.json"]  # no temporary file left beside it
