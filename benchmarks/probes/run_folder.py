@@ -3,13 +3,29 @@
 from __future__ import annotations
 
 import json
+import sys
 import time
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from bench_engine.contract import RunSpec
+
+def put_engines_on_path(names: tuple[str, ...] = ("pytorch", "jax")) -> None:
+    """Put each engine's folders (``images/common`` and its adapter) on ``sys.path``, the folders bench's runtime puts
+    on an engine's PYTHONPATH (``EngineInfo.python_path``): a probe runs with whatever PYTHONPATH its caller has
+    (session 9's campaign had the tree and ``images/common`` only, and both profiles failed on ``bench_pytorch``)."""
+    from orchestrator.engines.registry import get_engine
+
+    for name in names:
+        for folder in map(str, get_engine(name).python_path()):
+            if folder not in sys.path:
+                sys.path.insert(0, folder)
+
+
+put_engines_on_path()
+
+from bench_engine.contract import RunSpec  # noqa: E402  (its folder is put on sys.path first)
 
 
 def read_spec(spec_path: Path) -> RunSpec:

@@ -58,3 +58,21 @@ def test_every_step_is_handed_to_the_workload_and_a_call_stays_inside_its_epoch(
     assert [len(c) for c in calls] == [10] * 5  # 50 steps: five calls of ten, none run one by one
     assert calls[2] == list(range(10)) and all(c[-1] < 25 for c in calls)  # the call that would cross the epoch starts the next
     assert counter == 60  # epochs 0 and 1 hold two calls each (the last 5 steps of each skipped), epoch 2 one
+
+
+def test_the_probes_find_every_engine_package_whatever_the_callers_pythonpath(tmp_path: Path) -> None:
+    """Session 9's campaign ran the probe with the tree and ``images/common`` only on PYTHONPATH: both engines'
+    profiles failed on ``import bench_pytorch`` / ``bench_jax``. The probes' start puts bench's engine folders on
+    ``sys.path`` itself."""
+    import os
+    import subprocess
+
+    root = Path(__file__).resolve().parents[2]
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import run_folder, importlib.util as u; "
+            "print([n for n in ('bench_pytorch.workload', 'bench_jax.prepare', 'bench_engine.data') "
+            "if u.find_spec(n.split('.')[0]) is None])")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run([sys.executable, "-c", code, str(root / "benchmarks" / "probes")], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
