@@ -15,8 +15,13 @@ the bench command's wall time less the direct engine process's (everything bench
 shared weights, telemetry and checks included), with each side's engine phases (setup, warmup,
 timed) from its result.json and the parts of its ``prepare:`` log line (model and weights, on the device,
 steps built, ...), so a difference inside the engine shows where it is. ``--json-out`` is rewritten after
-every pair (``complete`` false until the last), so a cut-off campaign keeps what it measured. The goals the
-README states: the median ratio within 1% of 1 and at most 2 s more than the direct run.
+every pair (``complete`` false until the last), so a cut-off campaign keeps what it measured.
+
+``--check REPORT...`` judges saved reports against issue 26's goal, "at most 1% of throughput and 2 s of wall time
+outside the engine": the median ratio bench/direct at least 0.99, every pair's time outside the engine process at
+most 2 s, the campaign complete with at least 5 pairs; it prints one verdict line per report and exits 1 when one
+misses. ``extra_wall_vs_direct_s`` (two whole runs' difference, the engine's compile spread included) is printed
+beside, not judged.
 """
 
 from __future__ import annotations
@@ -177,6 +182,45 @@ def report(args: argparse.Namespace, pairs: list[Pair]) -> dict[str, object]:
     }
 
 
+GOAL_RATIO_MIN = 0.99  # at most 1% of throughput
+GOAL_OUTSIDE_MAX_S = 2.0  # at most 2 s of wall time outside the engine, in every pair
+GOAL_PAIRS = 5
+
+
+def goal_misses(doc: dict) -> list[str]:
+    """What a saved report misses of the overhead goal (empty: met)."""
+    misses = []
+    complete = bool(doc.get("complete", "pairs_planned" not in doc))  # before session 8 a report was written only at the end
+    pairs, ratio, outside = int(doc["pairs"]), float(doc["ratio_bench_over_direct"]["median"]), float(doc["outside_engine_s"]["max"])
+    if not complete or pairs < GOAL_PAIRS:
+        misses.append(f"{pairs} of {doc.get('pairs_planned', pairs)} pairs planned done (goal: {GOAL_PAIRS} or more, all done)")
+    if ratio < GOAL_RATIO_MIN:
+        misses.append(f"median ratio bench/direct {ratio:.3f} < {GOAL_RATIO_MIN}")
+    if outside > GOAL_OUTSIDE_MAX_S:
+        misses.append(f"outside the engine process up to {outside:.2f} s > {GOAL_OUTSIDE_MAX_S:g} s")
+    return misses
+
+
+def check_reports(paths: list[Path]) -> int:
+    """One verdict line per saved report (``--check``); 1 when one misses the goal or cannot be read, else 0."""
+    code = 0
+    for path in paths:
+        try:
+            doc = json.loads(path.read_text())
+            misses = goal_misses(doc)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            print(f"{path}: not an overhead report ({type(exc).__name__}: {exc})")
+            code = 1
+            continue
+        ratio, outside, extra = (doc[k] for k in ("ratio_bench_over_direct", "outside_engine_s", "extra_wall_vs_direct_s"))
+        print(f"{path}: {doc.get('engine')} {doc.get('precision')}, {doc['pairs']} pairs: ratio {ratio['median']:.3f} "
+              f"[{ratio['min']:.3f}-{ratio['max']:.3f}], outside the engine {outside['median']:.2f} s "
+              f"[{outside['min']:.2f}-{outside['max']:.2f}], beyond the direct run {extra['median']:.2f} s "
+              f"[{extra['min']:.2f}-{extra['max']:.2f}] (not judged): " + ("met" if not misses else "NOT met: " + "; ".join(misses)))
+        code = code or (1 if misses else 0)
+    return code
+
+
 def write_report(path: Path | None, doc: dict[str, object]) -> None:
     """Replace ``path`` with ``doc`` atomically (``orchestrator.jsonio.write_json``): a kill mid-write leaves the last
     whole report."""
@@ -186,11 +230,12 @@ def write_report(path: Path | None, doc: dict[str, object]) -> None:
         write_json(path, doc)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("scenario")
-    parser.add_argument("engine")
-    parser.add_argument("precision")
+    parser.add_argument("scenario", nargs="?")
+    parser.add_argument("engine", nargs="?")
+    parser.add_argument("precision", nargs="?")
+    parser.add_argument("--check", type=Path, nargs="+", metavar="REPORT", help="judge saved reports against the goal and exit")
     parser.add_argument("--pairs", type=int, default=3, help="bench/direct pairs, alternating (default 3)")
     parser.add_argument("--warmup", type=int, default=1, help="uncounted bench runs first, to fill the compile caches (default 1)")
     parser.add_argument("--device", default="auto")
@@ -199,7 +244,11 @@ def main() -> int:
     parser.add_argument("--smoke", action="store_true")
     parser.add_argument("--set", dest="sets", action="append", default=[])
     parser.add_argument("--json-out", type=Path, help="also write the report here")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    if args.check:
+        return check_reports(args.check)
+    if not (args.scenario and args.engine and args.precision):
+        parser.error("SCENARIO ENGINE PRECISION are required (or --check REPORT...)")
     if args.pairs < 1 or args.warmup < 0:
         parser.error("--pairs must be at least 1 and --warmup at least 0")
     pairs: list[Pair] = []

@@ -70,3 +70,50 @@ def test_a_cut_off_campaign_keeps_its_pairs(monkeypatch: pytest.MonkeyPatch, tmp
     assert doc["runs"][0]["prepare_bench"] == {"steps built": 12.0}
     assert calls[1] == tmp_path / "spec1.json"  # pair 2 runs the engine first, on pair 1's spec
     assert [path.name for path in tmp_path.iterdir()] == ["overhead.json"]  # no temporary file left beside it
+
+
+def _report(tmp_path: Path, pairs: list[overhead.Pair], planned: int) -> Path:
+    args = overhead.argparse.Namespace(engine="pytorch", precision="bf16", scenario="s.yaml", pairs=planned, warmup=1,
+                                       telemetry_off=False)
+    path = tmp_path / f"report{len(list(tmp_path.iterdir()))}.json"
+    path.write_text(json.dumps(overhead.report(args, pairs)))
+    return path
+
+
+def _timed(throughput_bench: float, command_s: float, engine_s: float = 29.0) -> overhead.Pair:
+    return overhead.Pair(throughput_bench, 1000.0, command_s, engine_s, 28.0, "/a", {}, {}, {}, {})
+
+
+def test_check_says_met_for_five_pairs_within_the_goal(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _report(tmp_path, [_timed(t, 30.5) for t in (985, 995, 1000, 1005, 1010)], 5)
+    assert overhead.main(["--check", str(path)]) == 0
+    assert capsys.readouterr().out.rstrip().endswith(": met")
+
+
+@pytest.mark.parametrize(("pairs", "planned", "why"), [
+    ([_timed(t, 30.5) for t in (970, 980, 985, 1000, 1010)], 5, "median ratio bench/direct 0.985 < 0.99"),
+    ([_timed(1000, 30.5)] * 4 + [_timed(1000, 31.2)], 5, "outside the engine process up to 2.20 s > 2 s"),  # one pair is enough
+    ([_timed(1000, 30.5)] * 3, 5, "3 of 5 pairs planned done"),  # a campaign cut off
+    ([_timed(1000, 30.5)] * 3, 3, "3 of 3 pairs planned done"),  # complete, too few for the goal
+])
+def test_check_names_what_a_report_misses(tmp_path: Path, capsys: pytest.CaptureFixture[str], pairs: list[overhead.Pair],
+                                          planned: int, why: str) -> None:
+    met = _report(tmp_path, [_timed(1000, 30.5)] * 5, 5)
+    assert overhead.main(["--check", str(met), str(_report(tmp_path, pairs, planned))]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].endswith(": met") and "NOT met" in lines[1] and why in lines[1]
+
+
+def test_check_refuses_what_is_not_a_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "other.json").write_text('{"pairs": 5}')
+    (tmp_path / "broken.json").write_text("{")
+    assert overhead.main(["--check", str(tmp_path / "other.json"), str(tmp_path / "broken.json"), str(tmp_path / "none.json")]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 3 and all("not an overhead report" in line for line in out)
+
+
+def test_the_published_session_9_reports_meet_the_goal(capsys: pytest.CaptureFixture[str]) -> None:
+    folder = Path(__file__).resolve().parents[2] / "docs" / "results" / "h200" / "issue26_round2" / "session9"
+    reports = sorted(folder.glob("overhead_*_bf16.json"))
+    assert [p.name for p in reports] == ["overhead_jax_bf16.json", "overhead_pytorch_bf16.json"]
+    assert overhead.main(["--check", *map(str, reports)]) == 0
