@@ -13,7 +13,10 @@ runs ``--steps`` steps (whole calls) under CUPTI kernel tracing and prints one J
 
 The tracer is torch.profiler's (CUPTI activity records every kernel of the process, the ones XLA launches
 included, inside CUDA graphs too), read back from its Chrome trace: a JAX probe needs torch beside JAX.
-It needs a CUDA GPU; nothing is asserted.
+It needs a CUDA GPU; nothing is asserted. ``--option KEY=VALUE`` (repeatable) changes an engine option of the
+spec for the probe, e.g. ``steps_per_dispatch=1``: session 10 found CUPTI recording the kernels of JAX's multi-step
+call (a while loop inside one command buffer) once per call, not once per step, so a JAX profile at
+``steps_per_call`` > 1 under-counts the kernels of every step but one.
 """
 
 from __future__ import annotations
@@ -94,13 +97,23 @@ def summarise(kernels: list[tuple[str, float, float]], steps: int, wall_s: float
     }
 
 
-def _build(spec_path: Path) -> tuple[Any, Any]:
-    """(workload, spec) of the run folder's spec, as its engine builds it."""
-    from run_folder import read_spec
+def parse_option(text: str) -> tuple[str, Any]:
+    """``KEY=VALUE`` of ``--option``, the value read as YAML (``1`` an int, ``false`` a bool)."""
+    import yaml
+
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"--option {text!r}: expected KEY=VALUE")
+    return key.strip(), yaml.safe_load(value)
+
+
+def _build(spec_path: Path, options: dict[str, Any]) -> tuple[Any, Any]:
+    """(workload, spec) of the run folder's spec with ``options`` over its engine options, as its engine builds it."""
+    from run_folder import read_spec, with_options
 
     from bench_engine.data import load_dataset
 
-    spec = read_spec(spec_path)
+    spec = with_options(read_spec(spec_path), options) if options else read_spec(spec_path)
     if spec.engine == "jax":
         from run_folder import build_jax_workload
 
@@ -132,13 +145,13 @@ def issue_steps(workload: Any, steps: int, k: int, per_epoch: int, batch: int, c
     return counter
 
 
-def profile(spec_path: Path, steps: int, warmup: int, top: int) -> dict[str, Any]:
+def profile(spec_path: Path, steps: int, warmup: int, top: int, options: dict[str, Any] | None = None) -> dict[str, Any]:
     import torch
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as torch_profile
 
 
-    workload, spec = _build(spec_path)
+    workload, spec = _build(spec_path, options or {})
     batch, per_epoch = spec.parity.batch.global_, spec.parity.steps_per_epoch
     k = max(1, int(getattr(workload, "steps_per_dispatch", 1) or 1))
     steps = max(k, steps - steps % k)
@@ -180,9 +193,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=50, help="traced steps (rounded to whole calls)")
     parser.add_argument("--warmup", type=int, default=40)
     parser.add_argument("--top", type=int, default=12)
+    parser.add_argument("--option", type=parse_option, action="append", default=[], metavar="KEY=VALUE",
+                        help="an engine option over the spec's (repeatable), e.g. steps_per_dispatch=1")
     args = parser.parse_args(argv)
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # leave torch's CUPTI room beside JAX
-    print(json.dumps(profile(args.spec, args.steps, args.warmup, args.top)), flush=True)
+    print(json.dumps(profile(args.spec, args.steps, args.warmup, args.top, dict(args.option))), flush=True)
     return 0
 
 

@@ -76,3 +76,16 @@ def test_the_probes_find_every_engine_package_whatever_the_callers_pythonpath(tm
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_an_engine_option_is_read_as_yaml_and_a_malformed_one_refused() -> None:
+    import argparse
+
+    import pytest
+    from step_profile import parse_option
+
+    assert parse_option("steps_per_dispatch=1") == ("steps_per_dispatch", 1)
+    assert parse_option("cuda_graphs=false") == ("cuda_graphs", False)
+    for bad in ("steps_per_dispatch", "=1"):
+        with pytest.raises(argparse.ArgumentTypeError, match="KEY=VALUE"):
+            parse_option(bad)
