@@ -16,7 +16,7 @@ included, inside CUDA graphs too), read back from its Chrome trace: a JAX probe 
 It needs a CUDA GPU; nothing is asserted. ``--option KEY=VALUE`` (repeatable) changes an engine option of the
 spec for the probe, e.g. ``steps_per_dispatch=1``: session 10 found CUPTI recording the kernels of JAX's multi-step
 call (a while loop inside one command buffer) once per call, not once per step, so a JAX profile at
-``steps_per_call`` > 1 under-counts the kernels of every step but one.
+``steps_per_call`` > 1 under-counts the kernels of every step but one (its output then carries a ``warning``).
 """
 
 from __future__ import annotations
@@ -95,6 +95,15 @@ def summarise(kernels: list[tuple[str, float, float]], steps: int, wall_s: float
         "top_kernels": [{"name": name[:120], "ms_per_step": round(us / steps / 1e3, 4), "calls_per_step": round(count / steps, 2)}
                         for name, (us, count) in sorted(per_name.items(), key=lambda kv: -kv[1][0])[:top]],
     }
+
+
+def loop_trace_warning(engine: str, steps_per_call: int) -> str | None:
+    """The caveat of a profile whose calls run several steps in one device loop (JAX's ``steps_per_dispatch``)."""
+    if engine != "jax" or steps_per_call <= 1:
+        return None
+    return (f"{steps_per_call} steps per call: CUPTI records the kernels of the call's loop body once per call (session 10,"
+            f" H200, jaxlib 0.11: kernel time {1 / steps_per_call:.2g}x that at one step per call), so the per-step kernel,"
+            " launch and idle figures are not the step's; profile with --option steps_per_dispatch=1")
 
 
 def parse_option(text: str) -> tuple[str, Any]:
@@ -178,6 +187,10 @@ def profile(spec_path: Path, steps: int, warmup: int, top: int, options: dict[st
            "geometry": "x".join(map(str, spec.parity.input.hwc)), "batch": batch, "steps_per_call": k,
            "images_per_s": round(batch * steps / wall, 1), **summarise(kernels, steps, wall, top),
            "engine_options": dict(spec.engine_options), "torch": torch.__version__}
+    warning = loop_trace_warning(spec.engine, k)
+    if warning:
+        out["warning"] = warning
+        print(f"warning: {warning}", file=sys.stderr)
     if spec.engine == "jax":
         import jax
 

@@ -89,3 +89,11 @@ def test_an_engine_option_is_read_as_yaml_and_a_malformed_one_refused() -> None:
     for bad in ("steps_per_dispatch", "=1"):
         with pytest.raises(argparse.ArgumentTypeError, match="KEY=VALUE"):
             parse_option(bad)
+
+
+def test_a_multi_step_jax_call_is_flagged_and_a_single_step_one_is_not() -> None:
+    from step_profile import loop_trace_warning
+
+    assert "steps_per_dispatch=1" in (loop_trace_warning("jax", 5) or "")
+    assert loop_trace_warning("jax", 1) is None
+    assert loop_trace_warning("pytorch", 5) is None
