@@ -3,8 +3,12 @@
 Grow the batch from ``start`` by doubling until a probe runs out of device memory (or the
 ``limit`` or the dataset size is reached), then bisect between the largest batch that fitted and
 the smallest that did not, down to ``granularity``. A probe is a real run of the engine
-entrypoint (a few training steps) through the scenario's runtime, so a failed allocation can
-never poison the next probe. The runs then use ``fraction`` x the maximal batch (the TResNet
+entrypoint through the scenario's runtime, so a failed allocation can never poison the next
+probe. A probe runs the scenario's own warmup steps, then ``probe_steps`` timed ones (over as many
+epochs as the batch needs), so it reaches every allocation the runs reach before their first timed
+step: a compile, an autotune or a CUDA graph captured after the engine's own warmup (PyTorch captures
+its step after 3 side-stream steps; measured on the H200 in session 11 of issue 26, a 1-step probe
+fitted at a batch whose runs then failed in the capture). The runs then use ``fraction`` x the maximal batch (the TResNet
 paper measures at 90% of it). Every probe's spec, result and log and the search record
 (``maxbatch/<engine>-<precision>-<path>-d<devices>/search.json``) are kept in the artifact.
 """
@@ -91,9 +95,21 @@ def chosen_batch(max_batch: int, fraction: float, granularity: int) -> int:
     return max(1, batch)
 
 
-def _probe_scenario(scenario: Scenario, steps: int) -> Scenario:
-    """The scenario of a probe: ``steps`` steps (one of them warmup, when there are two), timed one by one."""
-    workload = dataclasses.replace(scenario.workload, epochs=None, steps=steps, warmup_steps=min(1, steps - 1))
+def probe_length(warmup_steps: int, probe_steps: int, steps_per_epoch: int) -> tuple[int | None, int | None]:
+    """(epochs, steps) of a probe: at least ``warmup_steps + probe_steps`` steps, as one epoch of that
+    many steps when one epoch holds them, otherwise as whole epochs (``steps_per_epoch`` >= 1)."""
+    wanted = warmup_steps + probe_steps
+    if wanted <= steps_per_epoch:
+        return None, wanted
+    return -(-wanted // steps_per_epoch), None
+
+
+def probe_scenario(scenario: Scenario, steps_per_epoch: int) -> Scenario:
+    """The scenario of a probe: the scenario's warmup steps, then ``probe_steps`` steps timed one by one."""
+    warmup = scenario.workload.warmup_steps
+    config = scenario.workload.batch.max_search
+    epochs, steps = probe_length(warmup, config.probe_steps if config else 1, steps_per_epoch)
+    workload = dataclasses.replace(scenario.workload, epochs=epochs, steps=steps, warmup_steps=warmup)
     return dataclasses.replace(scenario, workload=workload, measurement=dataclasses.replace(scenario.measurement, window_steps=1))
 
 
@@ -132,14 +148,14 @@ def _search_one(artifact: Artifact, scenario: Scenario, plan: RunPlan, split: Pr
     def probe(batch: int) -> str:
         if signals.received() is not None:  # interrupted during an earlier probe: no more probes
             raise KeyboardInterrupt
-        steps = max(1, min(config.probe_steps, split.samples // (batch * plan.devices)))
+        steps_per_epoch = max(1, split.samples // (batch * plan.devices))  # batch <= capacity: at least one
         probe_plan = dataclasses.replace(plan, batch=batch, repeat=1)
         run_dir = folder / f"b{batch}"
         run_dir.mkdir(parents=True, exist_ok=True)
         reporter.note(f"max batch {plan.engine} {plan.precision}: probing batch {batch}")
 
         def probe_spec(dataset_path: str) -> RunSpec:
-            spec = build_spec(_probe_scenario(scenario, steps), probe_plan, split, dataset_path, device)
+            spec = build_spec(probe_scenario(scenario, steps_per_epoch), probe_plan, split, dataset_path, device)
             return dataclasses.replace(spec, run_id=f"probe-{plan.engine}-{plan.precision}-b{batch}")
 
         verdict = run_attempt(run_dir, split, runtime, engine, settings, probe_spec, reporter.engine_line).judgement

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.artifacts import validate_artifact
-from orchestrator.run.maxbatch import chosen_batch, search
+from orchestrator.run.maxbatch import chosen_batch, probe_length, search
 from orchestrator.run.resume import plan_resume
 from tests.core.cli_helpers import FAKE_SCENARIO, FIXTURES, run_cli
 
@@ -46,6 +46,33 @@ def test_chosen_batch_is_a_fraction_rounded_to_granularity():
     assert chosen_batch(512, 0.9, 8) == 456
     assert chosen_batch(37, 0.9, 1) == 33
     assert chosen_batch(4, 0.9, 8) == 3
+
+
+@pytest.mark.parametrize(("warmup", "probe", "per_epoch", "expected"),
+                         [(0, 3, 8, (None, 3)), (10, 3, 20, (None, 13)), (10, 3, 1, (13, None)), (10, 3, 4, (4, None)), (2, 1, 3, (None, 3))])
+def test_a_probe_runs_the_warmup_then_its_own_steps_over_as_many_epochs_as_needed(warmup, probe, per_epoch, expected):
+    assert probe_length(warmup, probe, per_epoch) == expected
+    epochs, steps = expected
+    assert (steps if steps is not None else epochs * per_epoch) >= warmup + probe
+
+
+def test_a_limit_that_bites_after_the_warmup_is_found(capsys, monkeypatch, tmp_path, fake_engines):
+    """Memory that only a later step takes (a CUDA graph captured after the engine's warmup), at batches
+    whose split holds one step per epoch: a probe that stopped at the split's one step would fit them all."""
+    scenario = tmp_path / "s.yaml"
+    text = FAKE_SCENARIO.read_text().replace("batch: {size: 16, drop_last: true}",
+                                             "batch: {size: 16, drop_last: true, max_search: {fraction: 0.9, start: 8, granularity: 1, probe_steps: 1, limit: 64}}")
+    text = text.replace("warmup_steps: 1", "warmup_steps: 4").replace("epochs: 2", "epochs: 6")
+    scenario.write_text(text + "engines:\n  fake: {options: {memory_limit_batch: 40, memory_limit_from_step: 5}}\n")
+    code, out, err = run_cli(capsys, monkeypatch, "scenario", "run", str(scenario), "--engines", "fake", "--precisions", "fp32",
+                             "--runtime", "local", "--out", str(tmp_path / "r"), "--json")
+    assert code == 0, err
+    (search_record,) = json.loads(out)["max_batch"]
+    assert search_record["max_batch"] == 40 and search_record["chosen_batch"] == 36
+    assert {"batch": 64, "outcome": "oom"} in search_record["probes"]  # one step per epoch of 64 samples: 5 epochs
+    artifact = Path(json.loads(out)["artifact"])
+    probe_spec = json.loads((artifact / "maxbatch" / "fake-fp32-optimized-d1" / "b40" / "spec.json").read_text())
+    assert probe_spec["parity"]["warmup_steps"] == 4 and probe_spec["parity"]["total_steps"] == 5
 
 
 def test_scenario_runs_at_ninety_percent_of_the_simulated_maximum(capsys, monkeypatch, tmp_path, fake_engines):
