@@ -60,8 +60,9 @@ def test_a_limit_that_bites_after_the_warmup_is_found(capsys, monkeypatch, tmp_p
     """Memory that only a later step takes (a CUDA graph captured after the engine's warmup), at batches
     whose split holds one step per epoch: a probe that stopped at the split's one step would fit them all."""
     scenario = tmp_path / "s.yaml"
+    search_config = "{fraction: 0.9, start: 8, granularity: 1, probe_steps: 1, limit: 64}"
     text = FAKE_SCENARIO.read_text().replace("batch: {size: 16, drop_last: true}",
-                                             "batch: {size: 16, drop_last: true, max_search: {fraction: 0.9, start: 8, granularity: 1, probe_steps: 1, limit: 64}}")
+                                             f"batch: {{size: 16, drop_last: true, max_search: {search_config}}}")
     text = text.replace("warmup_steps: 1", "warmup_steps: 4").replace("epochs: 2", "epochs: 6")
     scenario.write_text(text + "engines:\n  fake: {options: {memory_limit_batch: 40, memory_limit_from_step: 5}}\n")
     code, out, err = run_cli(capsys, monkeypatch, "scenario", "run", str(scenario), "--engines", "fake", "--precisions", "fp32",
