@@ -120,3 +120,14 @@ def _fresh_engine_discovery():
     discover.cache_clear()
     yield
     discover.cache_clear()
+
+
+@pytest.fixture(autouse=True)
+def _no_stray_terminal_size():
+    """A terminal size written into the C environment behind ``os.environ`` (GNU readline sets COLUMNS and
+    LINES when a module of the test process initialises it) is inherited by every subprocess, which then
+    formats for 80 columns: remove what ``os.environ`` does not hold, so CLI subprocesses see the user's env."""
+    for key in ("COLUMNS", "LINES"):
+        if key not in os.environ:
+            os.unsetenv(key)
+    yield
