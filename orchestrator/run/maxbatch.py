@@ -7,9 +7,9 @@ entrypoint through the scenario's runtime, so a failed allocation can never pois
 probe. A probe runs the scenario's own warmup steps, then ``probe_steps`` timed ones (over as many
 epochs as the batch needs), so it reaches every allocation the runs reach before their first timed
 step: a compile, an autotune or a CUDA graph captured after the engine's own warmup (PyTorch captures
-its step after 3 side-stream steps; measured on the H200 in session 11 of issue 26, a 1-step probe
-fitted at a batch whose runs then failed in the capture). The runs then use ``fraction`` x the maximal batch (the TResNet
-paper measures at 90% of it). Every probe's spec, result and log and the search record
+its step after 3 side-stream steps; on the H200, session 11 of issue 26, a 1-step probe fitted at a
+batch whose runs then failed in the capture). The runs then use ``fraction`` x the maximal batch
+(the TResNet paper measures at 90% of it). Every probe's spec, result and log and the search record
 (``maxbatch/<engine>-<precision>-<path>-d<devices>/search.json``) are kept in the artifact.
 """
 
@@ -104,12 +104,10 @@ def probe_length(warmup_steps: int, probe_steps: int, steps_per_epoch: int) -> t
     return -(-wanted // steps_per_epoch), None
 
 
-def probe_scenario(scenario: Scenario, steps_per_epoch: int) -> Scenario:
+def probe_scenario(scenario: Scenario, probe_steps: int, full_batches: int) -> Scenario:
     """The scenario of a probe: the scenario's warmup steps, then ``probe_steps`` steps timed one by one."""
-    warmup = scenario.workload.warmup_steps
-    config = scenario.workload.batch.max_search
-    epochs, steps = probe_length(warmup, config.probe_steps if config else 1, steps_per_epoch)
-    workload = dataclasses.replace(scenario.workload, epochs=epochs, steps=steps, warmup_steps=warmup)
+    epochs, steps = probe_length(scenario.workload.warmup_steps, probe_steps, full_batches)
+    workload = dataclasses.replace(scenario.workload, epochs=epochs, steps=steps)
     return dataclasses.replace(scenario, workload=workload, measurement=dataclasses.replace(scenario.measurement, window_steps=1))
 
 
@@ -148,14 +146,15 @@ def _search_one(artifact: Artifact, scenario: Scenario, plan: RunPlan, split: Pr
     def probe(batch: int) -> str:
         if signals.received() is not None:  # interrupted during an earlier probe: no more probes
             raise KeyboardInterrupt
-        steps_per_epoch = max(1, split.samples // (batch * plan.devices))  # batch <= capacity: at least one
+        # whole batches of an epoch (a kept partial batch runs another, uncaptured step); batch <= capacity: one at least
+        full_batches = max(1, split.samples // (batch * plan.devices))
         probe_plan = dataclasses.replace(plan, batch=batch, repeat=1)
         run_dir = folder / f"b{batch}"
         run_dir.mkdir(parents=True, exist_ok=True)
         reporter.note(f"max batch {plan.engine} {plan.precision}: probing batch {batch}")
 
         def probe_spec(dataset_path: str) -> RunSpec:
-            spec = build_spec(probe_scenario(scenario, steps_per_epoch), probe_plan, split, dataset_path, device)
+            spec = build_spec(probe_scenario(scenario, config.probe_steps, full_batches), probe_plan, split, dataset_path, device)
             return dataclasses.replace(spec, run_id=f"probe-{plan.engine}-{plan.precision}-b{batch}")
 
         verdict = run_attempt(run_dir, split, runtime, engine, settings, probe_spec, reporter.engine_line).judgement
