@@ -16,6 +16,8 @@
 #            complete cell is skipped, an incomplete one resumed (`bench scenario resume`), a search
 #            cut short begun again in a new artifact; a search must fit in one call (about 4-9 min
 #            each): one cut twice is left for a call with a larger BUDGET_S.
+#            SETUP_STALL_S: measurement.setup_stall_s of the searched cells (default the scenario's, 900 s):
+#            a probe whose setup (JAX compiles its step there) stalls that long fails the search at once.
 #            MIN_LEFT_S (default 60): nothing is started with less left; SEARCH_LEFT_S (default 480): a
 #            search is started with less left only as a call's first work.
 # Exit: 0 every cell complete; 1 a bench call failed (the table flags its runs); 75 budget spent.
@@ -49,6 +51,8 @@ cell_sets() {  # the --set overrides of one cell: arch, mode, choice (GPU sizes;
   if [[ $choice == b256 ]]; then
     echo "workload.batch.max_search={}"
     echo "workload.batch.size=${COMMON_BATCH:-$([[ ${SMOKE:-0} == 1 ]] && echo 8 || echo 256)}"
+  elif [[ -n ${SETUP_STALL_S:-} ]]; then  # a searched cell: a probe's setup (JAX compiles there) bounded tighter
+    echo "measurement.setup_stall_s=$SETUP_STALL_S"
   fi
   [[ ${SMOKE:-0} == 1 ]] && return
   if [[ $mode == train ]]; then  # 8192 samples (4.9 GB as float32 on the device) cover the limit

@@ -106,7 +106,7 @@ def test_jax_configure_process_puts_the_users_xla_flags_last(monkeypatch: pytest
     """bench's command-buffer flag comes before the xla_flags option (XLA keeps the last), and the switch says which won."""
     add_paths("jax")
     from bench_jax.environment import configure_process
-    from bench_jax.options import COMMAND_BUFFER_FLAG, command_buffers_switch
+    from bench_jax.options import COMMAND_BUFFER_FLAG, REMAT_FLAG, command_buffers_switch
 
     monkeypatch.setenv("XLA_FLAGS", "--xla_dump_to=/nowhere")
     from tests.conftest import run_spec
@@ -114,18 +114,46 @@ def test_jax_configure_process_puts_the_users_xla_flags_last(monkeypatch: pytest
     added = configure_process(run_spec(path="optimized", device="cuda"))
     import os
 
-    assert added == COMMAND_BUFFER_FLAG and os.environ["XLA_FLAGS"] == f"--xla_dump_to=/nowhere {COMMAND_BUFFER_FLAG}"
+    assert added == COMMAND_BUFFER_FLAG and os.environ["XLA_FLAGS"] == f"--xla_dump_to=/nowhere {COMMAND_BUFFER_FLAG} {REMAT_FLAG}"
     assert command_buffers_switch(added, os.environ["XLA_FLAGS"], "cuda").applied is True
     assert command_buffers_switch(added, os.environ["XLA_FLAGS"], "cpu").applied is False
 
     monkeypatch.delenv("XLA_FLAGS")
     user = "--xla_gpu_enable_command_buffer=FUSION"
     added = configure_process(run_spec(path="optimized", device="cuda", engine_options={"xla_flags": user}))
-    assert os.environ["XLA_FLAGS"] == f"{COMMAND_BUFFER_FLAG} {user}"
+    assert os.environ["XLA_FLAGS"] == f"{COMMAND_BUFFER_FLAG} {REMAT_FLAG} {user}"
     switch = command_buffers_switch(added, os.environ["XLA_FLAGS"], "cuda")
     assert switch.applied is False and user in switch.detail
 
     monkeypatch.delenv("XLA_FLAGS")
     added = configure_process(run_spec(path="baseline", device="cuda"))
-    assert added == "" and "XLA_FLAGS" not in os.environ
+    assert added == "" and os.environ["XLA_FLAGS"] == REMAT_FLAG  # the same work on both paths: no recomputation
     assert command_buffers_switch(added, "", "cuda") == (False, "XLA's default command buffer types (no convolutions or loops)")
+
+
+def test_jax_rematerialization_is_off_wherever_a_gpu_may_run_unless_asked() -> None:
+    """auto disables XLA's rematerialization pass on a GPU (device cuda or auto) on both paths, never on a CPU; true keeps XLA's default."""
+    add_paths("jax")
+    from bench_jax.options import REMAT_FLAG, JaxOptions, remat_flags
+
+    auto = JaxOptions.of({})
+    assert REMAT_FLAG == "--xla_disable_hlo_passes=rematerialization"
+    assert remat_flags(auto, "cuda") == REMAT_FLAG and remat_flags(auto, "auto") == REMAT_FLAG
+    assert remat_flags(auto, "cpu") == ""
+    assert remat_flags(JaxOptions.of({"rematerialization": True}), "cuda") == ""
+    assert remat_flags(JaxOptions.of({"rematerialization": False}), "cpu") == REMAT_FLAG
+
+
+def test_jax_rematerialization_switch_reads_the_flag_that_won() -> None:
+    """The switch is applied only where the last --xla_disable_hlo_passes XLA reads names the pass; a user's later one replaces bench's."""
+    add_paths("jax")
+    from bench_jax.options import REMAT_FLAG, remat_switch
+
+    assert remat_switch(REMAT_FLAG, f"--xla_dump_to=/x {REMAT_FLAG}", "cuda").applied is True
+    both = "--xla_disable_hlo_passes=fusion,rematerialization"
+    assert remat_switch(REMAT_FLAG, f"{REMAT_FLAG} {both}", "cuda").applied is True
+    user = "--xla_disable_hlo_passes=fusion"
+    replaced = remat_switch(REMAT_FLAG, f"{REMAT_FLAG} {user}", "cuda")
+    assert replaced.applied is False and user in replaced.detail
+    assert remat_switch("", "", "cuda") == (False, "XLA's default: activations may be recomputed to fit the device's memory")
+    assert remat_switch("", "", "cpu").applied is False

@@ -16,19 +16,20 @@ from bench_engine.contract import RunSpec
 from bench_engine.hardware import cpu_name, cuda_version_text, cudnn_version_text
 from bench_engine.nvidia import driver_version
 from bench_engine.report import EnvironmentFacts
-from bench_jax.options import command_buffer_flags, engine_options
+from bench_jax.options import command_buffer_flags, engine_options, remat_flags
 
 
 def configure_process(spec: RunSpec) -> str:
     """Environment that must be set before JAX initialises its backends; the command-buffer flag it added ('' for none).
 
-    bench's own flags come first and the ``xla_flags`` option after them, so a user's flag wins
-    (XLA keeps the last occurrence of a flag).
+    bench's own flags (command buffers, rematerialization off) come first and the ``xla_flags`` option
+    after them, so a user's flag wins (XLA keeps the last occurrence of a flag).
     """
     options = engine_options(spec)
     added = command_buffer_flags(options, spec.path, spec.device)
-    if added:
-        os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {added}".strip()
+    for flag in (added, remat_flags(options, spec.device)):
+        if flag:
+            os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {flag}".strip()
     if options.xla_flags:
         os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {options.xla_flags}".strip()
     devices = spec.parity.devices

@@ -31,6 +31,7 @@ class JaxOptions:
     command_buffers: bool | str = "auto"
     pack_variables: bool | str = "auto"
     fold_batchnorm: bool | str = "auto"
+    rematerialization: bool | str = "auto"
     xla_flags: str | None = None
     preallocate: bool | None = None
 
@@ -89,6 +90,35 @@ def command_buffers_switch(added: str, xla_flags: str, kind: str) -> Switch:
                   "before the first capture")
 
 
+# XLA's GPU compiler rematerializes (recomputes or compresses activations) whenever a program's peak memory is over
+# its limit (the allocator's share of the device): a batch that does not fit then runs slower with work the other
+# engines do not do, or its compile takes very long. On the H200 (session 12 of issue 26) a TResNet-M training probe
+# at batch 4,096, where PyTorch runs out of memory, was still compiling after 15 min. With the pass disabled such a
+# program fails as out of memory, as in the other engines, and a program that fits compiles to the same code.
+REMAT_PASS = "rematerialization"
+REMAT_FLAG = f"--xla_disable_hlo_passes={REMAT_PASS}"
+
+
+def remat_flags(options: JaxOptions, device: str) -> str:
+    """The XLA flag the ``rematerialization`` option adds ('' for none): auto = off wherever a GPU may run it."""
+    value = options.rematerialization
+    off = device != "cpu" if value == "auto" else not bool(value)
+    return REMAT_FLAG if off else ""
+
+
+def remat_switch(added: str, xla_flags: str, kind: str) -> Switch:
+    """The ``rematerialization_off`` entry of work.optimizations, read from the flags the process ran with."""
+    if not added:
+        return Switch(False, "XLA's default: activations may be recomputed to fit the device's memory"
+                      if kind == "cuda" else f"not set on the CPU ({kind})")
+    last = [f for f in xla_flags.split() if f.startswith("--xla_disable_hlo_passes=")][-1:]
+    if not last or REMAT_PASS not in last[0].split("=", 1)[1].split(","):  # a later xla_flags option replaced it
+        return Switch(False, f"replaced by the xla_flags option: {last[0] if last else 'none'}")
+    return Switch(True, "XLA's rematerialization pass disabled: a program over the device's memory fails as out of memory "
+                        "instead of recomputing activations (the same work as the other engines; a maximal-batch search "
+                        "finds the largest batch that fits as written)")
+
+
 def donate(options: JaxOptions, optimized: bool, mode: str, kind: str, precision: str) -> bool:
     """Buffer donation: the option (auto: on the optimized path, except where :data:`UNSAFE_DONATION` says), training only."""
     value = options.donate
@@ -128,9 +158,10 @@ def _not_looping(config: StepConfig) -> str | None:
 
 def optimizations(config: StepConfig, xla_flags: str, kind: str = "cpu", shards: ShardPlan | None = None,
                   dispatch: DispatchChoice = ONE_STEP, declined: str | None = None,
-                  command_buffers: str = "", packed: Switch | None = None, folded: Switch | None = None) -> Switches:
-    """The switches in effect; ``declined``: why auto did not donate;
-    ``command_buffers``: the flag the option added to XLA_FLAGS ('' for none)."""
+                  command_buffers: str = "", packed: Switch | None = None, folded: Switch | None = None,
+                  remat: str = "") -> Switches:
+    """The switches in effect; ``declined``: why auto did not donate; ``command_buffers`` and ``remat``: the
+    flags those options added to XLA_FLAGS ('' for none)."""
     infer = config.mode == "infer"
     return {
         "jit": Switch(True, _jit_detail(config)),
@@ -141,6 +172,7 @@ def optimizations(config: StepConfig, xla_flags: str, kind: str = "cpu", shards:
         "nhwc_layout": Switch(True, "Flax convolutions are NHWC"),
         "xla_flags": Switch(bool(xla_flags), xla_flags or "XLA defaults"),
         "command_buffers": command_buffers_switch(command_buffers, xla_flags, kind),
+        "rematerialization_off": remat_switch(remat, xla_flags, kind),
         "steps_per_dispatch": _dispatch_switch(dispatch),
         "data_parallel": data_parallel(config, kind, shards),
         "packed_variables": packed or Switch(False, "not asked"),

@@ -35,6 +35,7 @@ from bench_jax.options import (
     engine_options,
     optimizations,
     pack_variables,
+    remat_flags,
     steps_per_dispatch,
 )
 from bench_jax.packing import pack
@@ -92,7 +93,7 @@ def build_workload(spec: RunSpec, data: Dataset, kind: str, devices: list[Any]) 
         data_placement=parity.data_placement,
         optimizations=optimizations(step_config, os.environ.get("XLA_FLAGS", ""), kind, shards, dispatch,
                                     donation_declined(options, optimized, mode, kind, precision),
-                                    cuda_graphs, packed_switch, folded_switch),
+                                    cuda_graphs, packed_switch, folded_switch, remat_flags(options, spec.device)),
         world_size=world, mesh=mesh, shards=shards, mode=mode, model=step_model, tx=ready.tx, state=state,
         data=ready.placed, device=devices[0], step_config=step_config, steps_per_dispatch=group, unpack=unpack,
     )
