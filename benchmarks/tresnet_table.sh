@@ -14,8 +14,8 @@
 #   BUDGET_S stop (SIGTERM to bench: the run in flight is recorded interrupted, the artifact sealed)
 #            once this many seconds have passed, exit 75; the same command again continues: a
 #            complete cell is skipped, an incomplete one resumed (`bench scenario resume`), a search
-#            cut short begun again in a new artifact; a search must fit in one call (about 4-9 min
-#            each): one cut twice is left for a call with a larger BUDGET_S.
+#            cut short too: it takes over the probes its earlier sittings finished (probes.json), so a
+#            search may span calls; one cut MAX_CUTS times (default 6) is left for a larger BUDGET_S.
 #            SETUP_STALL_S: measurement.setup_stall_s of the searched cells (default the scenario's, 900 s):
 #            a probe whose setup (JAX compiles its step there) stalls that long fails the search at once.
 #            MIN_LEFT_S (default 60): nothing is started with less left; SEARCH_LEFT_S (default 480): a
@@ -83,26 +83,29 @@ limited() {  # run the command "$@" within what is left of the budget (none: no 
 }
 
 searched() { compgen -G "$1/maxbatch/*/search.json" >/dev/null; }
+probes_made() { python3 -c 'import json,sys; print(sum(len(json.load(open(p))["probes"]) for p in sys.argv[1:]))' \
+  $(compgen -G "$1/maxbatch/*/probes.json" || true); }
 
 unit() {  # one artifact: cell, its engines, its artifact root; 124/137: the budget ran out
   local cell=$1 with=$2 root=$3 arch mode choice artifact sets precision
   IFS=- read -r arch mode choice <<<"$cell"
   artifact=$(newest "$root")
   if [[ -n $artifact ]] && complete "$artifact"; then log "$cell $with: complete ($artifact)"; return 0; fi
-  # An artifact cut during its search is begun again: the search is made again anyway, and resume would also
-  # run the runs the cut recorded at the scenario's placeholder batch (workload.batch.size).
-  if [[ -n $artifact ]] && { [[ $choice != max ]] || searched "$artifact"; }; then
-    log "$cell $with: resuming $artifact"
+  # An artifact cut during its search is resumed too: the search takes over the probes that fitted or ran out of
+  # memory (maxbatch/*/probes.json, sealed at the cut) and resume moves aside the runs the cut recorded at the
+  # scenario's placeholder batch (workload.batch.size), so they are never run at it.
+  if [[ -n $artifact ]]; then
+    if [[ $choice == max ]] && ! searched "$artifact"; then
+      local cuts; cuts=$(compgen -G "$artifact/attempts/maxbatch-*/*/" | wc -l)
+      if (( cuts >= ${MAX_CUTS:-6} )); then  # no probe finishes within a call: do not spend more on it
+        log "$cell $with: its search was cut $cuts times; give this cell a larger BUDGET_S (CELLS=$cell)"; return 1
+      fi
+      log "$cell $with: resuming the search of $artifact ($(probes_made "$artifact") probe(s) made, cut $((cuts + 1)) time(s))"
+    else
+      log "$cell $with: resuming $artifact"
+    fi
     limited python3 -m orchestrator scenario resume "$artifact" --runtime local --device "$device" >> "$out/campaign.log"
     return
-  fi
-  if [[ -n $artifact ]]; then
-    local cut=0 each
-    for each in "$root"/*/*/; do complete "$each" || searched "$each" || cut=$((cut + 1)); done
-    if (( cut >= 2 )); then  # the same search cut twice: it does not fit in the budget; do not spend more on it
-      log "$cell $with: its search was cut $cut times; give this cell a larger BUDGET_S (CELLS=$cell)"; return 1
-    fi
-    log "$cell $with: $artifact was cut during its search; a new artifact"
   fi
   sets=(); while read -r line; do sets+=(--set "$line"); done < <(cell_sets "$arch" "$mode" "$choice")
   precision=(); [[ ${SMOKE:-0} == 1 ]] || precision=(--precisions bf16)  # the smoke block runs fp32 (a CPU without bf16 units)

@@ -11,7 +11,7 @@ from jsonschema import Draft202012Validator
 
 from orchestrator.paths import schemas_dir
 
-SCHEMA_NAMES = ("scenario", "run-spec", "engine-result", "run-record", "manifest", "summary", "maxbatch", "integrity", "label", "slurm-job")
+SCHEMA_NAMES = ("scenario", "run-spec", "engine-result", "run-record", "manifest", "summary", "maxbatch", "maxbatch-probes", "integrity", "label", "slurm-job")
 
 
 class SchemaError(ValueError):

@@ -56,7 +56,7 @@ def results_root(source: Path, scenario: str) -> Path:
 
 # file name -> schema it must satisfy
 SCHEMA_OF = {
-    "search.json": "maxbatch", "spec.json": "run-spec", "result.json": "engine-result", "run.json": "run-record",
+    "search.json": "maxbatch", "probes.json": "maxbatch-probes", "spec.json": "run-spec", "result.json": "engine-result", "run.json": "run-record",
     SUMMARY: "summary", MANIFEST: "manifest", INTEGRITY: "integrity", LABEL: "label", "slurm-job.json": "slurm-job",
 }
 

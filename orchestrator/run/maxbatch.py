@@ -11,12 +11,21 @@ its step after 3 side-stream steps; on the H200, session 11 of issue 26, a 1-ste
 batch whose runs then failed in the capture). The runs then use ``fraction`` x the maximal batch
 (the TResNet paper measures at 90% of it). Every probe's spec, result and log and the search record
 (``maxbatch/<engine>-<precision>-<path>-d<devices>/search.json``) are kept in the artifact.
+
+A search survives being cut: after every probe the probes so far are written to ``probes.json`` beside
+them. ``bench scenario resume`` moves an unfinished search's folder aside (``attempts/maxbatch-<key>/<N>/``)
+and, where the manifest sealed its ``probes.json``, hands the probes that fitted or ran out of memory to
+the new search, which takes their outcomes instead of probing those batches again (a probe that failed
+otherwise, stalled or was cut is probed again). A reused probe says where its evidence lives (``from``).
+A JAX probe of TResNet-M training compiles for minutes at a large batch (205 s at 2,048 on an H200), so a
+search can outlast one sitting.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any, NamedTuple
 
 from bench_engine.contract import RunSpec
@@ -24,28 +33,62 @@ from orchestrator import signals
 from orchestrator.artifacts import Artifact
 from orchestrator.data import PreparedSplit
 from orchestrator.engines.registry import get_engine
-from orchestrator.jsonio import write_json
+from orchestrator.jsonio import read_json, write_json
 from orchestrator.run.attempt import run_attempt
 from orchestrator.run.runtime_choice import ChosenRuntime
 from orchestrator.scenario import RunPlan, Scenario
 from orchestrator.scenario.matrix import build_spec
 from orchestrator.scenario.workload import MaxSearch
+from orchestrator.schemas import SchemaError
 
 SEARCH_FILE = "search.json"
+PROBES_FILE = "probes.json"  # the probes made so far, rewritten after each: what a resumed search reuses
 MAXBATCH_DIR = "maxbatch"
+REUSABLE = ("fits", "oom")  # outcomes a resumed search takes over; an error is probed again
 
 # batch -> "fits" | "oom" | "error: ..."
 Probe = Callable[[int], str]
 
 
 class ProbeOutcome(NamedTuple):
-    """One probe of the search: the batch tried and how it went ('fits', 'oom', 'error: ...')."""
+    """One probe of the search: the batch tried, how it went ('fits', 'oom', 'error: ...') and, for a probe
+    made in an earlier sitting of the search, the artifact folder that holds its evidence."""
 
     batch: int
     outcome: str
+    source: str | None = None
 
     def to_json(self) -> dict[str, int | str]:
-        return {"batch": self.batch, "outcome": self.outcome}
+        doc: dict[str, int | str] = {"batch": self.batch, "outcome": self.outcome}
+        if self.source is not None:
+            doc["from"] = self.source
+        return doc
+
+
+# search folder name (maxbatch/<name>) -> batch -> the probe an earlier sitting made
+RecordedProbes = Mapping[str, Mapping[int, ProbeOutcome]]
+
+
+def search_folder_name(engine: str, precision: str, path: str, devices: int) -> str:
+    """The folder of one search under ``maxbatch/``."""
+    return f"{engine}-{precision}-{path}-d{devices}"
+
+
+def read_recorded_probes(name: str, folder: Path, moved_to: str, config: MaxSearch) -> dict[int, ProbeOutcome]:
+    """The reusable probes of the unfinished search ``maxbatch/<name>``'s ``probes.json`` (its folder moved to
+    ``folder``, ``moved_to`` relative to the artifact): batch -> outcome, each pointing at its evidence. None from a
+    file that is unreadable, does not match its schema, or belongs to another search (name, start, limit or
+    granularity differ)."""
+    try:
+        doc = read_json(folder / PROBES_FILE, "maxbatch-probes")
+    except (OSError, ValueError, SchemaError):
+        return {}
+    same = (search_folder_name(doc["engine"], doc["precision"], doc["path"], doc["devices"]) == name
+            and (doc["start"], doc["limit"], doc["granularity"]) == (config.start, config.limit, config.granularity))
+    if not same:
+        return {}
+    return {p["batch"]: ProbeOutcome(p["batch"], p["outcome"], p.get("from") or f"{moved_to}/b{p['batch']}")
+            for p in doc["probes"] if p["outcome"] in REUSABLE}
 
 
 def search(probe: Probe, start: int, limit: int, granularity: int) -> tuple[int, list[ProbeOutcome], str | None]:
@@ -112,8 +155,10 @@ def probe_scenario(scenario: Scenario, probe_steps: int, full_batches: int) -> S
 
 
 def resolve_max_batch(artifact: Artifact, scenario: Scenario, plans: list[RunPlan], split: PreparedSplit,
-                      runtimes: dict[str, ChosenRuntime], device: str, reporter: Any) -> list[RunPlan]:
-    """Replace each plan's batch by ``fraction`` x its engine/precision/path/devices maximal batch."""
+                      runtimes: dict[str, ChosenRuntime], device: str, reporter: Any,
+                      recorded: RecordedProbes | None = None) -> list[RunPlan]:
+    """Replace each plan's batch by ``fraction`` x its engine/precision/path/devices maximal batch; ``recorded``:
+    the probes earlier sittings of unfinished searches made (resume), taken over instead of probed again."""
     config = scenario.workload.batch.max_search
     if config is None:
         return plans
@@ -125,7 +170,9 @@ def resolve_max_batch(artifact: Artifact, scenario: Scenario, plans: list[RunPla
             out.append(plan)
             continue
         if key not in resolved:
-            resolved[key] = _search_one(artifact, scenario, plan, split, runtimes, device, reporter, config)
+            name = search_folder_name(*key)
+            resolved[key] = _search_one(artifact, scenario, plan, split, runtimes, device, reporter, config,
+                                        (recorded or {}).get(name, {}))
         batch = resolved[key]
         if batch is None:
             out.append(dataclasses.replace(plan, skip_reason="maximal batch search failed (see maxbatch/)"))
@@ -135,17 +182,31 @@ def resolve_max_batch(artifact: Artifact, scenario: Scenario, plans: list[RunPla
 
 
 def _search_one(artifact: Artifact, scenario: Scenario, plan: RunPlan, split: PreparedSplit,
-                runtimes: dict[str, ChosenRuntime], device: str, reporter: Any, config: MaxSearch) -> int | None:
+                runtimes: dict[str, ChosenRuntime], device: str, reporter: Any, config: MaxSearch,
+                earlier: Mapping[int, ProbeOutcome]) -> int | None:
     start, limit, granularity, fraction = config.start, config.limit, config.granularity, config.fraction
     runtime, settings = runtimes[plan.engine].runtime, runtimes[plan.engine].settings
     engine = get_engine(plan.engine)
-    folder = artifact.root / MAXBATCH_DIR / f"{plan.engine}-{plan.precision}-{plan.path}-d{plan.devices}"
+    folder = artifact.root / MAXBATCH_DIR / search_folder_name(plan.engine, plan.precision, plan.path, plan.devices)
+    folder.mkdir(parents=True, exist_ok=True)
     capacity = split.samples // plan.devices
     cap = min(limit, capacity)
+    header = {"schema_version": 1, "engine": plan.engine, "precision": plan.precision, "path": plan.path, "devices": plan.devices,
+              "start": start, "limit": limit, "granularity": granularity}
+    made: list[ProbeOutcome] = []
+
+    def remember(outcome: ProbeOutcome) -> str:
+        made.append(outcome)
+        write_json(folder / PROBES_FILE, {**header, "probes": [p.to_json() for p in made]}, "maxbatch-probes")
+        return outcome.outcome
 
     def probe(batch: int) -> str:
         if signals.received() is not None:  # interrupted during an earlier probe: no more probes
             raise KeyboardInterrupt
+        if batch in earlier:
+            reporter.note(f"max batch {plan.engine} {plan.precision}: batch {batch} {earlier[batch].outcome} "
+                          f"(probed in an earlier sitting: {earlier[batch].source})")
+            return remember(earlier[batch])
         # whole batches of an epoch (a kept partial batch runs another, uncaptured step); batch <= capacity: one at least
         full_batches = max(1, split.samples // (batch * plan.devices))
         probe_plan = dataclasses.replace(plan, batch=batch, repeat=1)
@@ -161,12 +222,13 @@ def _search_one(artifact: Artifact, scenario: Scenario, plan: RunPlan, split: Pr
         if verdict.status == "interrupted" or signals.received() is not None:
             raise KeyboardInterrupt  # no search.json: resume searches again instead of taking the cut for a failure
         if verdict.status == "ok":
-            return "fits"
+            return remember(ProbeOutcome(batch, "fits"))
         if verdict.result is not None and (verdict.result.failure or {}).get("kind") == "oom":
-            return "oom"
-        return f"error: {verdict.status}: {verdict.reason}"
+            return remember(ProbeOutcome(batch, "oom"))
+        return remember(ProbeOutcome(batch, f"error: {verdict.status}: {verdict.reason}"))
 
-    max_batch, probes, error = search(probe, start, cap, granularity)
+    max_batch, _, error = search(probe, start, cap, granularity)
+    probes = made
     batch = None if error else chosen_batch(max_batch, fraction, granularity)
     record = {
         "schema_version": 1, "engine": plan.engine, "precision": plan.precision, "path": plan.path, "devices": plan.devices,

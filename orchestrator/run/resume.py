@@ -8,7 +8,8 @@ does not support the precision, or its maximal batch search failed). Every other
 invalid, timeout, interrupted, skipped because the scenario was interrupted, a folder without a
 record at all, or no folder) is run with its plan, from that ``scenario.yaml`` and the smoke flag
 the artifact's specs (or summary) record. A scenario with a maximal batch search takes each
-run's batch from its ``maxbatch/*/search.json``; a search that never finished is made again.
+run's batch from its ``maxbatch/*/search.json``; a search that never finished is made again, taking over
+the probes that fitted or ran out of memory from its sealed ``probes.json`` (orchestrator.run.maxbatch).
 
 A run without a record that its runtime can still follow (``Runtime.reattach``: a Slurm job an earlier,
 killed bench left queued or running, or that ended with its result) keeps its folder and is followed to
@@ -39,7 +40,7 @@ from orchestrator.engines.registry import discover
 from orchestrator.errors import BadInput
 from orchestrator.judge.record import RunRecord
 from orchestrator.run.finish import Outcome, Reporter
-from orchestrator.run.maxbatch import MAXBATCH_DIR, SEARCH_FILE, resolve_max_batch
+from orchestrator.run.maxbatch import MAXBATCH_DIR, PROBES_FILE, SEARCH_FILE, ProbeOutcome, read_recorded_probes, resolve_max_batch
 from orchestrator.run.runtime_choice import ChosenRuntime
 from orchestrator.scenario import RunPlan, Scenario, expand, load_scenario
 from orchestrator.schemas import SchemaError, validate
@@ -343,15 +344,20 @@ def resume(plan: ResumePlan, settings: dict[str, Any], reporter: Reporter, force
     for run in plan.superseded:
         moved = move_aside(artifact, run.folder, run.plan.run_id, listed)
         reporter.note(f"{run.plan.run_id}: {run.why}; moved to {moved.relative_to(artifact.root).as_posix()}")
-    for folder in unfinished:  # a maximal batch search cut short: made again
-        move_aside(artifact, folder, f"{MAXBATCH_DIR}-{folder.name}")
+    recorded: dict[str, dict[int, ProbeOutcome]] = {}
+    for folder in unfinished:  # a maximal batch search cut short: made again, taking over the probes its sealed probes.json lists
+        sealed_probes = listed is None or f"{_rel(artifact, folder)}/{PROBES_FILE}" in listed
+        moved = move_aside(artifact, folder, f"{MAXBATCH_DIR}-{folder.name}", listed)
+        if sealed_probes and scenario.workload.batch.max_search is not None:
+            recorded[folder.name] = read_recorded_probes(folder.name, moved, _rel(artifact, moved),
+                                                          scenario.workload.batch.max_search)
     write_manifest(artifact, complete=False, in_flight_folders=([MAXBATCH_DIR] if plan.unsearched else []) + staying)
     previous = [(r.record, r.result) for r in plan.kept if r.record is not None]
     plans = [r.plan for r in todo]
     interrupted = False
     if plan.unsearched:
         try:
-            plans += resolve_max_batch(artifact, scenario, plan.unsearched, split, runtimes, plan.device, reporter)
+            plans += resolve_max_batch(artifact, scenario, plan.unsearched, split, runtimes, plan.device, reporter, recorded)
         except KeyboardInterrupt:
             plans, interrupted = plans + plan.unsearched, True
         plans.sort(key=lambda p: _order(scenario, p))

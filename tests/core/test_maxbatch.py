@@ -123,3 +123,64 @@ def test_a_signal_during_a_probe_leaves_the_search_to_resume(tmp_path, fake_engi
     # the runs recorded 'not started' at the scenario's placeholder batch are not run again at it: the search decides
     assert [r.plan.run_id for r in plan.superseded] == ["fake2-fp32-optimized-b16-d1-r1"]
     assert not [r for r in plan.to_run if r.plan.engine == "fake2"]
+
+
+def _cut_search(tmp_path: Path) -> Path:
+    """A search (simulated limit 37) cut by Ctrl-C while its probe at 64 hangs: the probes at 4..32 fitted before."""
+    scenario = tmp_path / "s.yaml"
+    text = FAKE_SCENARIO.read_text().replace("batch: {size: 16, drop_last: true}",
+                                             "batch: {size: 16, drop_last: true, max_search: {fraction: 0.9, start: 4, granularity: 1, probe_steps: 1}}")
+    scenario.write_text(text + "engines:\n  fake: {options: {memory_limit_batch: 37}}\n")
+    env = {**os.environ, "BENCH_ENGINE_PATH": os.pathsep.join([str(FIXTURES / "fake_engine"), str(FIXTURES / "fake_engine2")]),
+           "BENCH_FAKE_FAULT": "probe-fake-fp32-b64:hang"}
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "scenario", "run", str(scenario), "--runtime", "local",
+                             "--engines", "fake", "--precisions", "fp32", "--out", str(tmp_path / "r"), "--verbose"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    output, deadline = "", time.monotonic() + 120
+    while "hanging" not in output and time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        output += line
+    assert "hanging" in output, output
+    proc.send_signal(signal.SIGINT)
+    rest, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130, output + rest
+    (artifact,) = (tmp_path / "r" / "fake_tiny").iterdir()
+    progress = json.loads((artifact / "maxbatch" / "fake-fp32-optimized-d1" / "probes.json").read_text())
+    assert [(p["batch"], p["outcome"]) for p in progress["probes"]] == [(4, "fits"), (8, "fits"), (16, "fits"), (32, "fits")]
+    return artifact
+
+
+def _resume(capsys, monkeypatch, artifact: Path) -> dict:
+    code, _out, err = run_cli(capsys, monkeypatch, "scenario", "resume", str(artifact), "--runtime", "local", "--json")
+    assert code == 0, err
+    return json.loads((artifact / "maxbatch" / "fake-fp32-optimized-d1" / "search.json").read_text())
+
+
+def test_a_resumed_search_takes_over_the_probes_an_earlier_sitting_sealed(capsys, monkeypatch, tmp_path, fake_engines):
+    """Cut during its 5th probe, the search resumes from its sealed probes.json: the 4 probes that fitted are not made
+    again (each points at its evidence under attempts/), the cut one is, and the search ends where an uncut one would."""
+    artifact = _cut_search(tmp_path)
+    search_record = _resume(capsys, monkeypatch, artifact)
+    assert search_record["max_batch"] == 37 and search_record["chosen_batch"] == 33
+    moved = "attempts/maxbatch-fake-fp32-optimized-d1/1"
+    assert search_record["probes"][:5] == [{"batch": b, "outcome": "fits", "from": f"{moved}/b{b}"} for b in (4, 8, 16, 32)] + \
+        [{"batch": 64, "outcome": "oom"}]
+    for batch in (4, 8, 16, 32):  # the evidence is where the record says; the new sitting made no probe of these batches
+        assert (artifact / moved / f"b{batch}" / "result.json").is_file()
+        assert not (artifact / "maxbatch" / "fake-fp32-optimized-d1" / f"b{batch}").exists()
+    assert validate_artifact(artifact) == []
+
+
+def test_a_resumed_search_reuses_no_probe_the_manifest_never_sealed(capsys, monkeypatch, tmp_path, fake_engines):
+    """A probes.json the manifest does not list (bench killed mid-search leaves the search folder in flight) is not
+    taken over: every probe is made again."""
+    from orchestrator.artifacts import open_artifact, write_manifest
+
+    artifact = _cut_search(tmp_path)
+    write_manifest(open_artifact(artifact), complete=False, in_flight_folders=["maxbatch"])  # as a SIGKILL leaves it
+    search_record = _resume(capsys, monkeypatch, artifact)
+    assert search_record["max_batch"] == 37
+    assert not [p for p in search_record["probes"] if "from" in p]
+    assert (artifact / "maxbatch" / "fake-fp32-optimized-d1" / "b4" / "result.json").is_file()
