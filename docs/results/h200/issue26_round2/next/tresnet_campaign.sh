@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# The TResNet paper's table on the H200 over several sessions (issue 26; written in session 6, not run yet).
+# The TResNet paper's table on the H200 over several sessions (issue 26; written in session 6, run since session 11).
 # Copy to .devcarry/ and start it with setsid as campaign.sh (README beside); poll.sh follows it and tars /tmp/camp.
 # It runs benchmarks/tresnet_table.sh from a copy of the tree in /tmp/tree, its OUT_DIR /tmp/camp/tresnet seeded with
 # the artifacts an earlier session brought back (STATE, default docs/results/h200/issue26_round2/tresnet: published
 # copies, shared weights omitted; tresnet_sync.sh puts them there), so a fresh machine continues where the last
-# one stopped: complete cells skipped, incomplete ones resumed, a search cut short begun again.
+# one stopped: complete cells skipped, incomplete ones resumed, a search cut short too (from its finished probes).
 # BUDGET_S (default 1500: a session's device time less a machine's start) stops tresnet_table.sh in time; poll.sh's
 # interrupt is only the fallback. ENGINES (default pytorch,jax), REPEATS (default 5), CELLS, DEVICE, SMOKE pass on.
 source "$(dirname "$0")/campaign_lib.sh"  # /tmp/camp, a copy of the tree in /tmp/tree, step, bg
