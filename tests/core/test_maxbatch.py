@@ -95,15 +95,15 @@ def test_scenario_runs_at_ninety_percent_of_the_simulated_maximum(capsys, monkey
     assert validate_artifact(artifact) == []
 
 
-def test_a_signal_during_a_probe_leaves_the_search_to_resume(tmp_path, fake_engines):
-    """Ctrl-C while a probe runs: no search.json (not a failed search), so resume searches again."""
+def _interrupt_search(tmp_path: Path, search: str, engine: str, options: str, fault: str = "") -> Path:
+    """Run a search scenario in a bench process, Ctrl-C it once a probe says it hangs; the artifact (sealed, exit 130)."""
     scenario = tmp_path / "s.yaml"
-    text = FAKE_SCENARIO.read_text().replace("batch: {size: 16, drop_last: true}",
-                                             "batch: {size: 16, drop_last: true, max_search: {start: 4, granularity: 1, probe_steps: 1}}")
-    scenario.write_text(text + "engines:\n  fake2: {options: {behaviour: hang}}\n")
-    env = {**os.environ, "BENCH_ENGINE_PATH": os.pathsep.join([str(FIXTURES / "fake_engine"), str(FIXTURES / "fake_engine2")])}
+    text = FAKE_SCENARIO.read_text().replace("batch: {size: 16, drop_last: true}", f"batch: {{size: 16, drop_last: true, max_search: {search}}}")
+    scenario.write_text(text + f"engines:\n  {engine}: {{options: {options}}}\n")
+    env = {**os.environ, "BENCH_ENGINE_PATH": os.pathsep.join([str(FIXTURES / "fake_engine"), str(FIXTURES / "fake_engine2")]),
+           "BENCH_FAKE_FAULT": fault}
     proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "scenario", "run", str(scenario), "--runtime", "local",
-                             "--engines", "fake2", "--precisions", "fp32", "--out", str(tmp_path / "r"), "--verbose"],
+                             "--engines", engine, "--precisions", "fp32", "--out", str(tmp_path / "r"), "--verbose"],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     output, deadline = "", time.monotonic() + 120
     while "hanging" not in output and time.monotonic() < deadline:
@@ -116,6 +116,12 @@ def test_a_signal_during_a_probe_leaves_the_search_to_resume(tmp_path, fake_engi
     rest, _ = proc.communicate(timeout=60)
     assert proc.returncode == 130, output + rest
     (artifact,) = (tmp_path / "r" / "fake_tiny").iterdir()
+    return artifact
+
+
+def test_a_signal_during_a_probe_leaves_the_search_to_resume(tmp_path, fake_engines):
+    """Ctrl-C while a probe runs: no search.json (not a failed search), so resume searches again."""
+    artifact = _interrupt_search(tmp_path, "{start: 4, granularity: 1, probe_steps: 1}", "fake2", "{behaviour: hang}")
     assert not list((artifact / "maxbatch").glob("*/search.json"))
     assert validate_artifact(artifact) == []
     plan = plan_resume(artifact)
@@ -127,26 +133,8 @@ def test_a_signal_during_a_probe_leaves_the_search_to_resume(tmp_path, fake_engi
 
 def _cut_search(tmp_path: Path) -> Path:
     """A search (simulated limit 37) cut by Ctrl-C while its probe at 64 hangs: the probes at 4..32 fitted before."""
-    scenario = tmp_path / "s.yaml"
-    text = FAKE_SCENARIO.read_text().replace("batch: {size: 16, drop_last: true}",
-                                             "batch: {size: 16, drop_last: true, max_search: {fraction: 0.9, start: 4, granularity: 1, probe_steps: 1}}")
-    scenario.write_text(text + "engines:\n  fake: {options: {memory_limit_batch: 37}}\n")
-    env = {**os.environ, "BENCH_ENGINE_PATH": os.pathsep.join([str(FIXTURES / "fake_engine"), str(FIXTURES / "fake_engine2")]),
-           "BENCH_FAKE_FAULT": "probe-fake-fp32-b64:hang"}
-    proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "scenario", "run", str(scenario), "--runtime", "local",
-                             "--engines", "fake", "--precisions", "fp32", "--out", str(tmp_path / "r"), "--verbose"],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    output, deadline = "", time.monotonic() + 120
-    while "hanging" not in output and time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        output += line
-    assert "hanging" in output, output
-    proc.send_signal(signal.SIGINT)
-    rest, _ = proc.communicate(timeout=60)
-    assert proc.returncode == 130, output + rest
-    (artifact,) = (tmp_path / "r" / "fake_tiny").iterdir()
+    artifact = _interrupt_search(tmp_path, "{fraction: 0.9, start: 4, granularity: 1, probe_steps: 1}", "fake",
+                                 "{memory_limit_batch: 37}", fault="probe-fake-fp32-b64:hang")
     progress = json.loads((artifact / "maxbatch" / "fake-fp32-optimized-d1" / "probes.json").read_text())
     assert [(p["batch"], p["outcome"]) for p in progress["probes"]] == [(4, "fits"), (8, "fits"), (16, "fits"), (32, "fits")]
     return artifact
