@@ -227,14 +227,12 @@ def _search_one(artifact: Artifact, scenario: Scenario, plan: RunPlan, split: Pr
             return remember(ProbeOutcome(batch, "oom"))
         return remember(ProbeOutcome(batch, f"error: {verdict.status}: {verdict.reason}"))
 
-    max_batch, _, error = search(probe, start, cap, granularity)
-    probes = made
+    max_batch, _, error = search(probe, start, cap, granularity)  # its probes are ``made``, with their sources
     batch = None if error else chosen_batch(max_batch, fraction, granularity)
     record = {
-        "schema_version": 1, "engine": plan.engine, "precision": plan.precision, "path": plan.path, "devices": plan.devices,
-        "start": start, "limit": limit, "granularity": granularity, "fraction": fraction,
+        **header, "fraction": fraction,
         "capped_by": "dataset" if capacity < limit and max_batch == capacity else ("limit" if max_batch == limit else None),
-        "probes": [p.to_json() for p in probes], "max_batch": max_batch if not error else None, "chosen_batch": batch, "error": error,
+        "probes": [p.to_json() for p in made], "max_batch": max_batch if not error else None, "chosen_batch": batch, "error": error,
     }
     write_json(folder / SEARCH_FILE, record, "maxbatch")
     reporter.note(f"max batch {plan.engine} {plan.precision}: {max_batch if not error else error}; runs use {batch}")

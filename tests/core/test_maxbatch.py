@@ -172,3 +172,25 @@ def test_a_resumed_search_reuses_no_probe_the_manifest_never_sealed(capsys, monk
     assert search_record["max_batch"] == 37
     assert not [p for p in search_record["probes"] if "from" in p]
     assert (artifact / "maxbatch" / "fake-fp32-optimized-d1" / "b4" / "result.json").is_file()
+
+
+def test_recorded_probes_are_taken_only_from_the_same_search_and_only_fits_or_oom(tmp_path):
+    """probes.json of another search (name, start, limit or granularity) gives none; an error outcome is probed again;
+    a file that does not match its schema gives none."""
+    from orchestrator.jsonio import write_json
+    from orchestrator.run.maxbatch import ProbeOutcome, read_recorded_probes
+    from orchestrator.scenario.workload import MaxSearch
+
+    doc = {"schema_version": 1, "engine": "fake", "precision": "fp32", "path": "optimized", "devices": 1, "start": 4,
+           "limit": 64, "granularity": 1, "probes": [{"batch": 4, "outcome": "fits"}, {"batch": 8, "outcome": "oom"},
+                                                     {"batch": 6, "outcome": "error: failed: stalled"}]}
+    write_json(tmp_path / "probes.json", doc, "maxbatch-probes")
+    config = MaxSearch(fraction=0.9, start=4, limit=64, granularity=1)
+    moved = "attempts/maxbatch-fake-fp32-optimized-d1/1"
+    assert read_recorded_probes("fake-fp32-optimized-d1", tmp_path, moved, config) == {
+        4: ProbeOutcome(4, "fits", f"{moved}/b4"), 8: ProbeOutcome(8, "oom", f"{moved}/b8")}
+    assert read_recorded_probes("fake-bf16-optimized-d1", tmp_path, moved, config) == {}
+    assert read_recorded_probes("fake-fp32-optimized-d1", tmp_path, moved, MaxSearch(fraction=0.9, start=8, limit=64, granularity=1)) == {}
+    assert read_recorded_probes("fake-fp32-optimized-d1", tmp_path, moved, MaxSearch(fraction=0.9, start=4, limit=64, granularity=2)) == {}
+    (tmp_path / "probes.json").write_text(json.dumps({**doc, "probes": [{"batch": 0, "outcome": "fits"}]}))
+    assert read_recorded_probes("fake-fp32-optimized-d1", tmp_path, moved, config) == {}

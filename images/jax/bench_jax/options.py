@@ -91,10 +91,11 @@ def command_buffers_switch(added: str, xla_flags: str, kind: str) -> Switch:
 
 
 # XLA's GPU compiler rematerializes (recomputes or compresses activations) whenever a program's peak memory is over
-# its limit (the allocator's share of the device): a batch that does not fit then runs slower with work the other
-# engines do not do, or its compile takes very long. On the H200 (session 12 of issue 26) a TResNet-M training probe
-# at batch 4,096, where PyTorch runs out of memory, was still compiling after 15 min. With the pass disabled such a
-# program fails as out of memory, as in the other engines, and a program that fits compiles to the same code.
+# its limit (the allocator's share of the device): a batch that does not fit then runs with work the other engines
+# do not do (recomputed activations are not in the analytic GMACs), and a maximal-batch search finds a batch that
+# fits only by recomputing. With the pass disabled such a program fails as out of memory, as in the other engines,
+# and a program that fits compiles to the same code. (It was not what made JAX's TResNet-M compile at batch 4,096
+# slow on the H200: issue 26, session 13, README "JAX rematerialization".)
 REMAT_PASS = "rematerialization"
 REMAT_FLAG = f"--xla_disable_hlo_passes={REMAT_PASS}"
 
