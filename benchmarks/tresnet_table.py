@@ -25,6 +25,8 @@ from typing import Any
 
 import yaml
 
+from orchestrator.judge.maxbatch_limits import LIMIT_SPREAD_PERCENT, SearchLimit, limit_warnings
+
 REFERENCE = Path(__file__).with_name("reference") / "tresnet_paper_v100.json"
 ARCHS = ("tresnet_m", "resnet50_v1.5")
 MODES = ("train", "infer")
@@ -65,6 +67,7 @@ class Search:
     capped_by: str | None
     probes: int
     error: str | None
+    memory_limit_bytes: int | None = None  # the allocator limit its probes ran under (None: not reported)
 
 
 @dataclass(frozen=True)
@@ -136,7 +139,7 @@ def machine_name(summary: dict[str, Any]) -> str:
 
 def _searches(summary: dict[str, Any]) -> dict[tuple[str, str], Search]:
     return {(s["engine"], s["precision"]): Search(s.get("max_batch"), s.get("chosen_batch"), s.get("capped_by"),
-                                                   len(s.get("probes") or []), s.get("error"))
+                                                   len(s.get("probes") or []), s.get("error"), s.get("memory_limit_bytes"))
             for s in summary.get("max_batch") or []}
 
 
@@ -209,7 +212,20 @@ def collect(artifacts: Iterable[Path], reference: Reference, want: int = WANT_RE
     searched = {(r.arch, r.mode, r.engine, r.precision): r.search for r in rows.values() if r.choice == "max"}
     out = [row if row.choice == "max" else _with_search(row, searched.get((row.arch, row.mode, row.engine, row.precision)))
            for row in rows.values()]
-    return sorted(out, key=_order)
+    return sorted(_flag_unlike_limits(out), key=_order)
+
+
+def _flag_unlike_limits(rows: list[Row]) -> list[Row]:
+    """Flag the searched rows of an arch and mode whose engines searched within allocator limits more than
+    LIMIT_SPREAD_PERCENT apart (orchestrator.judge.maxbatch_limits): their maximal batches do not compare."""
+    flagged = []
+    for row in rows:
+        alike = [r for r in rows if (r.arch, r.mode, r.choice) == (row.arch, row.mode, "max") and r.search is not None]
+        limits = [SearchLimit(f"{r.engine} {r.precision}", r.search.memory_limit_bytes) for r in alike if r.search]
+        if row.choice == "max" and row.search is not None and row.search.memory_limit_bytes is not None and limit_warnings(limits):
+            row = replace(row, flags=(*row.flags, f"memory limits more than {LIMIT_SPREAD_PERCENT}% apart"))
+        flagged.append(row)
+    return flagged
 
 
 def _with_search(row: Row, search: Search | None) -> Row:
@@ -254,7 +270,8 @@ def _sig(value: float | None) -> str:
 def _max_cell(search: Search | None) -> str:
     if search is None or search.max_batch is None:
         return "failed" if search is not None else "-"
-    return f"{'>=' if search.capped_by else ''}{search.max_batch:,}"
+    limit = f" ({search.memory_limit_bytes / 2**30:.1f} GiB)" if search.memory_limit_bytes is not None else ""
+    return f"{'>=' if search.capped_by else ''}{search.max_batch:,}{limit}"
 
 
 def markdown(rows: list[Row], table_ratios: list[Ratio], reference: Reference, machine: str) -> str:

@@ -319,6 +319,7 @@ class Summary:
     numerical_parity: tuple[Verdict, ...] | None = None
     telemetry: TelemetryOverview | None = None
     max_batch: tuple[Mapping[str, Any], ...] | None = None  # the maxbatch/*/search.json documents, as written
+    max_batch_warnings: tuple[str, ...] = ()  # why those maximal batches do not compare (judge/maxbatch_limits.py)
     schema_version: int = 1
 
     def __post_init__(self) -> None:
@@ -350,6 +351,7 @@ class Summary:
             numerical_parity=rows("numerical_parity", Verdict),
             telemetry=TelemetryOverview.from_json(doc["telemetry"]) if doc.get("telemetry") is not None else None,
             max_batch=tuple(dict(m) for m in doc["max_batch"]) if doc.get("max_batch") is not None else None,
+            max_batch_warnings=tuple(doc.get("max_batch_warnings") or ()),
             schema_version=doc["schema_version"],
         )
 
@@ -369,4 +371,6 @@ class Summary:
                 doc[key] = [item if isinstance(item, Mapping) else item.to_json() for item in value]
             elif value is not None:
                 doc[key] = value.to_json()  # type: ignore[union-attr]
+        if self.max_batch_warnings:
+            doc["max_batch_warnings"] = list(self.max_batch_warnings)
         return doc

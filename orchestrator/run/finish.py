@@ -17,6 +17,7 @@ from orchestrator.host.gpus import NvmlSnapshot
 from orchestrator.host.hostinfo import host_facts
 from orchestrator.host.provenance import HostState, finish_host
 from orchestrator.jsonio import read_json, write_json
+from orchestrator.judge.maxbatch_limits import SearchLimit, limit_warnings
 from orchestrator.judge.parity import CrossRun, cross_engine
 from orchestrator.judge.record import RunRecord, describe_mismatches
 from orchestrator.judge.summary import summarize
@@ -117,7 +118,11 @@ def finish(artifact: Artifact, scenario: Scenario, records: list[RunRecord], res
                         host_facts(gpus), findings, scenario.measurement.time_to_train, reference_engine(scenario))
     searches = sorted((artifact.root / MAXBATCH_DIR).glob(f"*/{SEARCH_FILE}"))
     if searches:
-        summary = dataclasses.replace(summary, max_batch=tuple(read_json(path, "maxbatch") for path in searches))
+        documents = tuple(read_json(path, "maxbatch") for path in searches)
+        warnings = limit_warnings([SearchLimit.of(doc) for doc in documents])
+        for warning in warnings:
+            reporter.note(warning)
+        summary = dataclasses.replace(summary, max_batch=documents, max_batch_warnings=tuple(warnings))
     write_json(artifact.root / SUMMARY, summary.to_json(), "summary")
     write_manifest(artifact, complete=not interrupted)
     return Outcome(artifact, summary, interrupted)

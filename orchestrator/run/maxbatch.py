@@ -24,7 +24,7 @@ search can outlast one sitting.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -51,18 +51,34 @@ Probe = Callable[[int], str]
 
 
 class ProbeOutcome(NamedTuple):
-    """One probe of the search: the batch tried, how it went ('fits', 'oom', 'error: ...') and, for a probe
-    made in an earlier sitting of the search, the artifact folder that holds its evidence."""
+    """One probe of the search: the batch tried, how it went ('fits', 'oom', 'error: ...'), for a probe made in
+    an earlier sitting of the search the artifact folder that holds its evidence, and the device memory the probe's
+    result reports (its peak, and its allocator's limit: what the outcome is relative to)."""
 
     batch: int
     outcome: str
     source: str | None = None
+    peak_memory_bytes: int | None = None
+    memory_limit_bytes: int | None = None
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any], source: str | None = None) -> ProbeOutcome:
+        return cls(doc["batch"], doc["outcome"], doc.get("from") or source, doc.get("peak_memory_bytes"), doc.get("memory_limit_bytes"))
 
     def to_json(self) -> dict[str, int | str]:
         doc: dict[str, int | str] = {"batch": self.batch, "outcome": self.outcome}
         if self.source is not None:
             doc["from"] = self.source
+        for key in ("peak_memory_bytes", "memory_limit_bytes"):
+            if getattr(self, key) is not None:
+                doc[key] = getattr(self, key)
         return doc
+
+
+def memory_limit(probes: Sequence[ProbeOutcome]) -> int | None:
+    """The allocator limit a search's probes ran under (the smallest any reported; None where none did)."""
+    limits = [p.memory_limit_bytes for p in probes if p.memory_limit_bytes is not None]
+    return min(limits) if limits else None
 
 
 # search folder name (maxbatch/<name>) -> batch -> the probe an earlier sitting made
@@ -87,8 +103,7 @@ def read_recorded_probes(name: str, folder: Path, moved_to: str, config: MaxSear
             and (doc["start"], doc["limit"], doc["granularity"]) == (config.start, config.limit, config.granularity))
     if not same:
         return {}
-    return {p["batch"]: ProbeOutcome(p["batch"], p["outcome"], p.get("from") or f"{moved_to}/b{p['batch']}")
-            for p in doc["probes"] if p["outcome"] in REUSABLE}
+    return {p["batch"]: ProbeOutcome.from_json(p, f"{moved_to}/b{p['batch']}") for p in doc["probes"] if p["outcome"] in REUSABLE}
 
 
 def search(probe: Probe, start: int, limit: int, granularity: int) -> tuple[int, list[ProbeOutcome], str | None]:
@@ -221,11 +236,13 @@ def _search_one(artifact: Artifact, scenario: Scenario, plan: RunPlan, split: Pr
         verdict = run_attempt(run_dir, split, runtime, engine, settings, probe_spec, reporter.engine_line).judgement
         if verdict.status == "interrupted" or signals.received() is not None:
             raise KeyboardInterrupt  # no search.json: resume searches again instead of taking the cut for a failure
+        measured = verdict.result.measurements if verdict.result is not None else None
+        memory = (measured.peak_memory_bytes, measured.memory_limit_bytes) if measured is not None else (None, None)
         if verdict.status == "ok":
-            return remember(ProbeOutcome(batch, "fits"))
+            return remember(ProbeOutcome(batch, "fits", None, *memory))
         if verdict.result is not None and (verdict.result.failure or {}).get("kind") == "oom":
-            return remember(ProbeOutcome(batch, "oom"))
-        return remember(ProbeOutcome(batch, f"error: {verdict.status}: {verdict.reason}"))
+            return remember(ProbeOutcome(batch, "oom", None, *memory))
+        return remember(ProbeOutcome(batch, f"error: {verdict.status}: {verdict.reason}", None, *memory))
 
     max_batch, _, error = search(probe, start, cap, granularity)  # its probes are ``made``, with their sources
     batch = None if error else chosen_batch(max_batch, fraction, granularity)
@@ -233,6 +250,7 @@ def _search_one(artifact: Artifact, scenario: Scenario, plan: RunPlan, split: Pr
         **header, "fraction": fraction,
         "capped_by": "dataset" if capacity < limit and max_batch == capacity else ("limit" if max_batch == limit else None),
         "probes": [p.to_json() for p in made], "max_batch": max_batch if not error else None, "chosen_batch": batch, "error": error,
+        "memory_limit_bytes": memory_limit(made),
     }
     write_json(folder / SEARCH_FILE, record, "maxbatch")
     reporter.note(f"max batch {plan.engine} {plan.precision}: {max_batch if not error else error}; runs use {batch}")

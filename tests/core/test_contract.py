@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -131,6 +132,17 @@ def test_merge_averages_the_block_losses_of_the_ranks() -> None:
     assert merged.to_json()["block_losses"] == [3.0, 2.0, 0.5] and ResultMeasurements.from_json(merged.to_json()) == merged
     with pytest.raises(RuntimeError, match="different numbers of block losses"):
         EngineResult.merge([ranks[0], _rank([(1, 16, 1.0), (2, 32, 2.0)], 1.0, 1, (4.0,))], [0, 0], [0, 1])
+
+
+def test_merge_keeps_the_tightest_allocator_limit_and_the_limit_round_trips() -> None:
+    """A data-parallel run's memory limit is its smallest device's; a result without one writes none."""
+    ranks = [_rank([(1, 16, 1.0)], 1.0, 5), _rank([(1, 16, 1.0)], 1.0, 7), _rank([(1, 16, 1.0)], 1.0, 6)]
+    limits = [2**30, 3 * 2**29, None]
+    ranks = [replace(r, measurements=replace(r.measurements, memory_limit_bytes=lim)) for r, lim in zip(ranks, limits, strict=True)]
+    merged = EngineResult.merge(ranks, [0, 0, 0], [0, 1, 2]).measurements
+    assert merged is not None and merged.memory_limit_bytes == 2**30 and merged.peak_memory_bytes == 7
+    assert merged.to_json()["memory_limit_bytes"] == 2**30 and ResultMeasurements.from_json(merged.to_json()) == merged
+    assert "memory_limit_bytes" not in ranks[2].measurements.to_json()
 
 
 def test_thinning_keeps_evenly_spaced_windows() -> None:

@@ -109,6 +109,7 @@ def test_jax_configure_process_puts_the_users_xla_flags_last(monkeypatch: pytest
     from bench_jax.options import COMMAND_BUFFER_FLAG, REMAT_FLAG, command_buffers_switch
 
     monkeypatch.setenv("XLA_FLAGS", "--xla_dump_to=/nowhere")
+    monkeypatch.delenv("XLA_PYTHON_CLIENT_MEM_FRACTION", raising=False)  # a cuda spec sets it: restored after the test
     from tests.conftest import run_spec
 
     added = configure_process(run_spec(path="optimized", device="cuda"))
@@ -157,3 +158,49 @@ def test_jax_rematerialization_switch_reads_the_flag_that_won() -> None:
     assert replaced.applied is False and user in replaced.detail
     assert remat_switch("", "", "cuda") == (False, "XLA's default: activations may be recomputed to fit the device's memory")
     assert remat_switch("", "", "cpu").applied is False
+
+
+def test_jax_memory_fraction_gives_xla_the_device_wherever_a_gpu_may_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """auto: 95% of each GPU for XLA's allocator (JAX's own default is 75%), nothing on a CPU; a number as given;
+    jaxlib's new variable name is removed (jaxlib refuses both at once); the switch reads what the process ran with."""
+    add_paths("jax")
+    from bench_jax.environment import configure_process
+    from bench_jax.options import GPU_MEMORY_FRACTION, JaxOptions, memory_fraction, memory_fraction_switch
+    from tests.conftest import run_spec
+
+    auto = JaxOptions.of({})
+    assert GPU_MEMORY_FRACTION == 0.95
+    assert memory_fraction(auto, "cuda") == 0.95 and memory_fraction(auto, "auto") == 0.95
+    assert memory_fraction(auto, "cpu") is None
+    assert memory_fraction(JaxOptions.of({"memory_fraction": 0.6}), "cpu") == 0.6
+
+    monkeypatch.delenv("XLA_FLAGS", raising=False)
+    monkeypatch.setenv("XLA_CLIENT_MEM_FRACTION", "0.5")
+    monkeypatch.delenv("XLA_PYTHON_CLIENT_MEM_FRACTION", raising=False)
+    import os
+
+    configure_process(run_spec(path="optimized", device="cuda"))
+    assert os.environ["XLA_PYTHON_CLIENT_MEM_FRACTION"] == "0.95" and "XLA_CLIENT_MEM_FRACTION" not in os.environ
+    configure_process(run_spec(path="baseline", device="cuda", engine_options={"memory_fraction": 1}))
+    assert os.environ["XLA_PYTHON_CLIENT_MEM_FRACTION"] == "1.0"
+    monkeypatch.delenv("XLA_PYTHON_CLIENT_MEM_FRACTION")
+    configure_process(run_spec(path="optimized", device="cpu"))
+    assert "XLA_PYTHON_CLIENT_MEM_FRACTION" not in os.environ
+
+    applied = memory_fraction_switch({"XLA_PYTHON_CLIENT_MEM_FRACTION": "0.95"}, "cuda", int(132.8 * 2**30))
+    assert applied.applied is True and "0.95" in applied.detail and "132.8 GiB" in applied.detail
+    assert memory_fraction_switch({"XLA_CLIENT_MEM_FRACTION": "0.9"}, "cuda", None).applied is True
+    default = memory_fraction_switch({}, "cuda", int(104.85 * 2**30))
+    assert default.applied is False and "75%" in default.detail and "104.8 GiB" in default.detail
+    assert memory_fraction_switch({"XLA_PYTHON_CLIENT_MEM_FRACTION": "0.95"}, "cpu", None).applied is False
+
+
+@pytest.mark.parametrize("value", [0, -0.5, 1.5, "all", True])  # a non-finite number: refused where the scenario is read
+def test_jax_schema_refuses_a_memory_fraction_outside_zero_to_one(value: Any) -> None:
+    with pytest.raises(BadInput, match=r"engines\.jax\.options\.memory_fraction"):
+        get_engine("jax").check_options({"memory_fraction": value}, "engines.jax.options")
+
+
+@pytest.mark.parametrize("value", ["auto", 0.75, 1])
+def test_jax_schema_takes_a_memory_fraction_in_zero_to_one(value: Any) -> None:
+    get_engine("jax").check_options({"memory_fraction": value}, "engines.jax.options")

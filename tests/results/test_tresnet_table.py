@@ -52,7 +52,8 @@ def make(root: Path, ident: str, arch: str, mode: str, runs: dict[str, list[tupl
                            "n_total": len(repeats), "throughput": {"median": median, "min": min(ok), "max": max(ok)},
                            "gmacs_per_sample": GMACS[arch], "achieved_tflops": median * GMACS[arch] * 6 / 1000})
     searches = [{"engine": e, "precision": "bf16", "max_batch": s.get("max"), "chosen_batch": s.get("chosen"),
-                 "capped_by": s.get("capped"), "probes": [{"batch": 1, "outcome": "fits"}] * 6, "error": s.get("error")}
+                 "capped_by": s.get("capped"), "probes": [{"batch": 1, "outcome": "fits"}] * 6, "error": s.get("error"),
+                 **({"memory_limit_bytes": s["limit"]} if "limit" in s else {})}
                 for e, s in (search or {}).items()]
     summary = {"artifact_id": ident, "host": {"nvml": {"gpus": [{"name": "NVIDIA H200"}]}}, "runs": rows, "groups": groups,
                "max_batch": searches}
@@ -166,3 +167,19 @@ def test_the_command_prints_json_and_exits_2_without_an_artifact(tmp_path):
     assert doc["machine"] == "H200" and len(doc["rows"]) == 6 and doc["rows"][0]["search"]["max_batch"] == 2990
     proc = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path / "none")], capture_output=True, text=True)
     assert proc.returncode == 2 and "no bench artifact" in proc.stderr
+
+
+@pytest.mark.parametrize(("jax_gib", "flagged"), [(104.9, True), (132.8, False), (None, False)])
+def test_searched_rows_whose_memory_limits_differ_by_more_than_a_tenth_are_flagged(table, tmp_path, jax_gib, flagged):
+    """JAX's default allocator share (75% of the H200's 139.8 GiB) against PyTorch's whole device: the two maximal
+    batches do not compare and both rows say so; 95% does; a search without a reported limit is not judged."""
+    gib = 2**30
+    make(tmp_path, "20270101T000001Z-a", "tresnet_m", "train", {"pytorch": FIVE}, 3456,
+         {"pytorch": {"max": 3840, "chosen": 3456, "limit": int(139.8 * gib)}})
+    jax_search = {"max": 3200, "chosen": 2880, **({"limit": int(jax_gib * gib)} if jax_gib else {})}
+    make(tmp_path, "20270101T000002Z-b", "tresnet_m", "train", {"jax": FIVE}, 2880, {"jax": jax_search})
+    rows = {(r.arch, r.choice, r.engine): r for r in table.collect(table.find_artifacts([tmp_path]), table.load_reference())}
+    expected = ("memory limits more than 10% apart",) if flagged else ()
+    assert rows[("tresnet_m", "max", "pytorch")].flags == expected and rows[("tresnet_m", "max", "jax")].flags == expected
+    text = table.markdown(list(rows.values()), [], table.load_reference(), "H200")
+    assert "| 3,840 (139.8 GiB) |" in text

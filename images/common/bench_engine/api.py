@@ -71,6 +71,11 @@ class Workload(ABC):
         """Peak device memory used, where the framework reports it."""
         return None
 
+    def memory_limit_bytes(self) -> int | None:
+        """The most device memory the framework's allocator may hold, as the framework reports it (None where it
+        reports none): what a maximal-batch search's outcome is relative to."""
+        return None
+
     def close(self) -> None:
         """Release what the run holds (a process group...) after its last step; not timed."""
         return None

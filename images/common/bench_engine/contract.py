@@ -251,6 +251,7 @@ class ResultMeasurements:
     windows: tuple[Window, ...] = ()
     latency_ms: Mapping[str, float] | None = None
     peak_memory_bytes: int | None = None
+    memory_limit_bytes: int | None = None  # the allocator's limit, read back from the framework (where it says)
     final_loss: float | None = None
     loss_first: float | None = None
     losses: tuple[float, ...] = ()
@@ -267,7 +268,8 @@ class ResultMeasurements:
         return cls(
             setup_s=doc["setup_s"], warmup_s=doc["warmup_s"], warmup_steps=doc["warmup_steps"], steady=dict(doc["steady"]),
             epochs=tuple(dict(e) for e in doc.get("epochs") or ()), windows=tuple(Window(*w) for w in doc.get("windows") or ()),
-            latency_ms=doc.get("latency_ms"), peak_memory_bytes=doc.get("peak_memory_bytes"), final_loss=doc.get("final_loss"),
+            latency_ms=doc.get("latency_ms"), peak_memory_bytes=doc.get("peak_memory_bytes"),
+            memory_limit_bytes=doc.get("memory_limit_bytes"), final_loss=doc.get("final_loss"),
             loss_first=doc.get("loss_first"), losses=tuple(doc.get("losses") or ()),
             block_losses=tuple(doc.get("block_losses") or ()),
             workers=tuple(dict(w) for w in doc["workers"]) if doc.get("workers") is not None else None,
@@ -281,6 +283,8 @@ class ResultMeasurements:
             "peak_memory_bytes": self.peak_memory_bytes, "final_loss": self.final_loss, "loss_first": self.loss_first,
             "losses": list(self.losses),
         }
+        if self.memory_limit_bytes is not None:
+            doc["memory_limit_bytes"] = self.memory_limit_bytes
         if self.block_losses:
             doc["block_losses"] = list(self.block_losses)
         if self.latency_ms is not None:
@@ -316,13 +320,15 @@ class ResultMeasurements:
             raise RuntimeError(f"workers reported different numbers of block losses: {sorted({len(m.block_losses) for m in ranks})}")
         block_losses = tuple(sum(parts) / len(parts) for parts in zip(*(m.block_losses for m in ranks), strict=True))
         peaks = [m.peak_memory_bytes for m in ranks if m.peak_memory_bytes is not None]
+        limits = [m.memory_limit_bytes for m in ranks if m.memory_limit_bytes is not None]
         workers = tuple({"rank": rank, "setup_s": m.setup_s + offset, "warmup_s": m.warmup_s, "steady_time_s": steady_of(m.windows).time_s,
                          "peak_memory_bytes": m.peak_memory_bytes} for rank, m, offset in zip(rank_ids, ranks, offsets, strict=True))
         return replace(
             ranks[0],
             setup_s=max(m.setup_s + offset for m, offset in zip(ranks, offsets, strict=True)),
             warmup_s=max(m.warmup_s for m in ranks), epochs=epochs, windows=tuple(windows), steady=steady_of(windows)._asdict(),
-            latency_ms=latency_of(windows), peak_memory_bytes=max(peaks) if peaks else None, workers=workers,
+            latency_ms=latency_of(windows), peak_memory_bytes=max(peaks) if peaks else None,
+            memory_limit_bytes=min(limits) if limits else None, workers=workers,
             block_losses=block_losses,
         )
 

@@ -95,12 +95,12 @@ class Measurements:
         return latency_of(self.windows)
 
     def result(self, setup_s: float, peak_memory_bytes: int | None,
-               setup_parts: Mapping[str, float] | None = None) -> ResultMeasurements:
+               setup_parts: Mapping[str, float] | None = None, memory_limit_bytes: int | None = None) -> ResultMeasurements:
         """The result's measurements block (every window kept: the writer caps them)."""
         return ResultMeasurements(
             setup_s=setup_s, warmup_s=self.warmup_s, warmup_steps=self.warmup_steps, steady=self.steady()._asdict(),
             epochs=tuple(e._asdict() for e in self.epochs), windows=tuple(self.windows), latency_ms=self.latency_ms(),
-            peak_memory_bytes=peak_memory_bytes, final_loss=self.final_loss, loss_first=self.loss_first,
+            peak_memory_bytes=peak_memory_bytes, memory_limit_bytes=memory_limit_bytes, final_loss=self.final_loss, loss_first=self.loss_first,
             losses=tuple(self.losses), block_losses=tuple(self.block_losses), setup_parts=setup_parts,
         )
 

@@ -157,7 +157,8 @@ def execute(engine: Engine, spec: RunSpec, worker: WorkerInfo | None = None) -> 
         result = failed(result, failure)
     result = replace(result, environment=as_json(run.environment))
     if run.workload is not None:
-        measurements = run.measured.result(run.setup_s, run.workload.peak_memory_bytes(), run.setup_parts)
+        measurements = run.measured.result(run.setup_s, run.workload.peak_memory_bytes(), run.setup_parts,
+                                           run.workload.memory_limit_bytes())
         if worker is None:  # a worker keeps every window: the launcher merges them, then caps
             measurements = measurements.capped(spec.measurement.max_step_samples)
         work = _work(spec, run.workload, run.dataset, run.measured, run.moved)

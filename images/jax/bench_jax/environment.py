@@ -16,7 +16,7 @@ from bench_engine.contract import RunSpec
 from bench_engine.hardware import cpu_name, cuda_version_text, cudnn_version_text
 from bench_engine.nvidia import driver_version
 from bench_engine.report import EnvironmentFacts
-from bench_jax.options import command_buffer_flags, engine_options, remat_flags
+from bench_jax.options import command_buffer_flags, engine_options, memory_fraction, remat_flags, set_memory_fraction
 
 
 def configure_process(spec: RunSpec) -> str:
@@ -37,6 +37,7 @@ def configure_process(spec: RunSpec) -> str:
         # N host devices for a data-parallel run on the CPU (before jax is imported; the flag only
         # shapes the host platform, so an auto run that finds GPUs is not affected)
         os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={devices}".strip()
+    set_memory_fraction(memory_fraction(options, spec.device), os.environ)
     if options.preallocate is not None:
         os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = "true" if options.preallocate else "false"
     if spec.device == "cpu":

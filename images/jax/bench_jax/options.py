@@ -6,7 +6,7 @@ defaults below are that schema's ``default`` values (a test keeps the two equal)
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +32,7 @@ class JaxOptions:
     pack_variables: bool | str = "auto"
     fold_batchnorm: bool | str = "auto"
     rematerialization: bool | str = "auto"
+    memory_fraction: float | str = "auto"
     xla_flags: str | None = None
     preallocate: bool | None = None
 
@@ -120,6 +121,46 @@ def remat_switch(added: str, xla_flags: str, kind: str) -> Switch:
                         "finds the largest batch that fits as written)")
 
 
+# JAX's allocator may hold 75% of a GPU's memory unless told otherwise (XLA_PYTHON_CLIENT_MEM_FRACTION), while
+# PyTorch's caching allocator may take all of it: a maximal-batch search would find JAX's largest batch in three
+# quarters of the device. On the H200 (139.8 GiB) that is 104.9 GiB, below the 119.6 GB (111.4 GiB) PyTorch's
+# TResNet-M training held at its maximal batch (issue 26, session 11). ``auto`` gives XLA 95%: the rest is for the
+# CUDA context, cuDNN's and cuBLAS's handles and anything else outside XLA's allocator.
+GPU_MEMORY_FRACTION = 0.95
+MEMORY_FRACTION_VARS = ("XLA_PYTHON_CLIENT_MEM_FRACTION", "XLA_CLIENT_MEM_FRACTION")  # jaxlib's old name, its new one
+
+
+def memory_fraction(options: JaxOptions, device: str) -> float | None:
+    """The share of each GPU's memory the ``memory_fraction`` option gives XLA's allocator (None: leave JAX's own
+    default): auto = :data:`GPU_MEMORY_FRACTION` wherever a GPU may run, a number as given."""
+    value = options.memory_fraction
+    if value == "auto":
+        return GPU_MEMORY_FRACTION if device != "cpu" else None
+    return float(value)
+
+
+def set_memory_fraction(fraction: float | None, environ: MutableMapping[str, str]) -> None:
+    """Put ``fraction`` where jaxlib reads it: the old name, which every jaxlib reads (the new one, where a newer
+    jaxlib reads it, is removed: jaxlib refuses both at once). None leaves the environment as it is."""
+    if fraction is None:
+        return
+    environ.pop(MEMORY_FRACTION_VARS[1], None)
+    environ[MEMORY_FRACTION_VARS[0]] = repr(fraction)
+
+
+def memory_fraction_switch(environ: Mapping[str, str], kind: str, limit_bytes: int | None) -> Switch:
+    """The ``memory_fraction`` entry of work.optimizations, read from the environment the process ran with and the
+    allocator's limit it reports (``limit_bytes``: memory_stats' bytes_limit)."""
+    if kind != "cuda":
+        return Switch(False, f"no GPU allocator on the CPU ({kind})")
+    given = next((environ[name] for name in MEMORY_FRACTION_VARS if environ.get(name)), None)
+    limit = f"{limit_bytes / 2**30:.1f} GiB" if limit_bytes is not None else "its limit not reported"
+    if given is None:
+        return Switch(False, f"JAX's default share of each GPU's memory (75%): {limit}")
+    return Switch(True, f"XLA's allocator may hold {given} of each GPU's memory ({limit}; JAX's default 0.75), as the "
+                        "other engines' allocators may take the whole device")
+
+
 def donate(options: JaxOptions, optimized: bool, mode: str, kind: str, precision: str) -> bool:
     """Buffer donation: the option (auto: on the optimized path, except where :data:`UNSAFE_DONATION` says), training only."""
     value = options.donate
@@ -160,7 +201,7 @@ def _not_looping(config: StepConfig) -> str | None:
 def optimizations(config: StepConfig, xla_flags: str, kind: str = "cpu", shards: ShardPlan | None = None,
                   dispatch: DispatchChoice = ONE_STEP, declined: str | None = None,
                   command_buffers: str = "", packed: Switch | None = None, folded: Switch | None = None,
-                  remat: str = "") -> Switches:
+                  remat: str = "", memory: Switch | None = None) -> Switches:
     """The switches in effect; ``declined``: why auto did not donate; ``command_buffers`` and ``remat``: the
     flags those options added to XLA_FLAGS ('' for none)."""
     infer = config.mode == "infer"
@@ -174,6 +215,7 @@ def optimizations(config: StepConfig, xla_flags: str, kind: str = "cpu", shards:
         "xla_flags": Switch(bool(xla_flags), xla_flags or "XLA defaults"),
         "command_buffers": command_buffers_switch(command_buffers, xla_flags, kind),
         "rematerialization_off": remat_switch(remat, xla_flags, kind),
+        "memory_fraction": memory or Switch(False, "not read"),
         "steps_per_dispatch": _dispatch_switch(dispatch),
         "data_parallel": data_parallel(config, kind, shards),
         "packed_variables": packed or Switch(False, "not asked"),

@@ -33,6 +33,7 @@ from bench_jax.options import (
     donate,
     donation_declined,
     engine_options,
+    memory_fraction_switch,
     optimizations,
     pack_variables,
     remat_flags,
@@ -41,7 +42,7 @@ from bench_jax.options import (
 from bench_jax.packing import pack
 from bench_jax.precision import PrecisionPolicy, apply_precision
 from bench_jax.step import StepConfig, TrainState, replicated, sharded
-from bench_jax.workload import JaxWorkload, planned_calls
+from bench_jax.workload import JaxWorkload, allocator_limit, planned_calls
 
 # bench_jax.model and bench_jax.readback are used through their modules (models.build_model,
 # readback.make_tx, ...), so a test that replaces one of their functions reaches this code.
@@ -93,7 +94,8 @@ def build_workload(spec: RunSpec, data: Dataset, kind: str, devices: list[Any]) 
         data_placement=parity.data_placement,
         optimizations=optimizations(step_config, os.environ.get("XLA_FLAGS", ""), kind, shards, dispatch,
                                     donation_declined(options, optimized, mode, kind, precision),
-                                    cuda_graphs, packed_switch, folded_switch, remat_flags(options, spec.device)),
+                                    cuda_graphs, packed_switch, folded_switch, remat_flags(options, spec.device),
+                                    memory_fraction_switch(os.environ, kind, allocator_limit(devices[:world]))),
         world_size=world, mesh=mesh, shards=shards, mode=mode, model=step_model, tx=ready.tx, state=state,
         data=ready.placed, device=devices[0], step_config=step_config, steps_per_dispatch=group, unpack=unpack,
     )

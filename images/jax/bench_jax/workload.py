@@ -182,16 +182,34 @@ class JaxWorkload(Workload):
 
     def peak_memory_bytes(self) -> int | None:
         """The device's peak (the largest over the mesh's devices when data parallel)."""
-        peaks = []
-        for device in (list(self.mesh.devices.flat) if self.mesh is not None else [self.device]):
-            try:
-                stats = device.memory_stats()
-            except Exception:
-                continue
-            peak = (stats or {}).get("peak_bytes_in_use", (stats or {}).get("bytes_in_use"))
-            if peak is not None:
-                peaks.append(int(peak))
+        peaks = [stat for stat in (_memory_stat(d, "peak_bytes_in_use", "bytes_in_use") for d in self._devices()) if stat is not None]
         return max(peaks) if peaks else None
+
+    def memory_limit_bytes(self) -> int | None:
+        """The allocator's limit, as XLA reports it (the smallest over the mesh's devices when data parallel)."""
+        return allocator_limit(self._devices())
+
+    def _devices(self) -> list[Any]:
+        return list(self.mesh.devices.flat) if self.mesh is not None else [self.device]
+
+
+def allocator_limit(devices: list[Any]) -> int | None:
+    """The smallest of the devices' allocator limits (memory_stats' ``bytes_limit``); None where none reports one
+    (the CPU)."""
+    limits = [stat for stat in (_memory_stat(d, "bytes_limit") for d in devices) if stat is not None]
+    return min(limits) if limits else None
+
+
+def _memory_stat(device: Any, *keys: str) -> int | None:
+    """The first of ``keys`` in the device's memory_stats(); None where it has no such figure."""
+    try:
+        stats = device.memory_stats() or {}
+    except Exception:
+        return None
+    for key in keys:
+        if stats.get(key) is not None:
+            return int(stats[key])
+    return None
 
 
 def _per_step(output: Any) -> np.ndarray:

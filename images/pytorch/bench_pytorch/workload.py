@@ -141,6 +141,13 @@ class TorchWorkload(Workload):
             return int(torch.cuda.max_memory_allocated(self.device))
         return None
 
+    def memory_limit_bytes(self) -> int | None:
+        """The caching allocator's limit: the device's total memory times the process's memory fraction (1 unless
+        ``torch.cuda.set_per_process_memory_fraction`` lowered it)."""
+        if self.device.type != "cuda":
+            return None
+        return memory_limit(self.device)
+
 
 @dataclass
 class _Built:
@@ -153,6 +160,14 @@ class _Built:
     loss_sum: torch.Tensor | None
     step: StepFn
     odd_step: StepFn
+
+
+def memory_limit(device: torch.device) -> int:
+    """The most the caching allocator may hold on ``device``: its total memory times the process's memory fraction
+    (``torch.cuda.get_per_process_memory_fraction``, 1.0 where this torch has no such reader)."""
+    fraction_of = getattr(torch.cuda, "get_per_process_memory_fraction", None)
+    fraction = float(fraction_of(device)) if fraction_of is not None else 1.0
+    return int(torch.cuda.get_device_properties(device).total_memory * fraction)
 
 
 def build_workload(spec: RunSpec, data: Dataset, device: torch.device) -> TorchWorkload:
