@@ -2,7 +2,9 @@
 
 Grow the batch from ``start`` by doubling until a probe runs out of device memory (or the
 ``limit`` or the dataset size is reached), then bisect between the largest batch that fitted and
-the smallest that did not, down to ``granularity``. A probe is a real run of the engine
+the smallest that did not, down to ``granularity``. Where the probes report their peak memory and
+their allocator's limit, a growth step goes only to just above the batch their peaks predict the
+limit is reached at (``orchestrator.run.memory_model``), when that is below the doubled batch. A probe is a real run of the engine
 entrypoint through the scenario's runtime, so a failed allocation can never poison the next
 probe. A probe runs the scenario's own warmup steps, then ``probe_steps`` timed ones (over as many
 epochs as the batch needs), so it reaches every allocation the runs reach before their first timed
@@ -35,6 +37,7 @@ from orchestrator.data import PreparedSplit
 from orchestrator.engines.registry import get_engine
 from orchestrator.jsonio import read_json, write_json
 from orchestrator.run.attempt import run_attempt
+from orchestrator.run.memory_model import MemoryPoint, next_growth, predicted_max
 from orchestrator.run.runtime_choice import ChosenRuntime
 from orchestrator.scenario import RunPlan, Scenario
 from orchestrator.scenario.matrix import build_spec
@@ -46,8 +49,6 @@ PROBES_FILE = "probes.json"  # the probes made so far, rewritten after each: wha
 MAXBATCH_DIR = "maxbatch"
 REUSABLE = ("fits", "oom")  # outcomes a resumed search takes over; an error is probed again
 
-# batch -> "fits" | "oom" | "error: ..."
-Probe = Callable[[int], str]
 
 
 class ProbeOutcome(NamedTuple):
@@ -81,6 +82,9 @@ def memory_limit(probes: Sequence[ProbeOutcome]) -> int | None:
     return min(limits) if limits else None
 
 
+# batch -> its probe ("fits" | "oom" | "error: ...", and the memory it reported)
+Probe = Callable[[int], ProbeOutcome]
+
 # search folder name (maxbatch/<name>) -> batch -> the probe an earlier sitting made
 RecordedProbes = Mapping[str, Mapping[int, ProbeOutcome]]
 
@@ -106,14 +110,17 @@ def read_recorded_probes(name: str, folder: Path, moved_to: str, config: MaxSear
     return {p["batch"]: ProbeOutcome.from_json(p, f"{moved_to}/b{p['batch']}") for p in doc["probes"] if p["outcome"] in REUSABLE}
 
 
-def search(probe: Probe, start: int, limit: int, granularity: int) -> tuple[int, list[ProbeOutcome], str | None]:
-    """(maximal batch that fits, probes made, error) — grow by doubling, then bisect."""
+def search(probe: Probe, start: int, limit: int, granularity: int,
+           note: Callable[[str], None] | None = None) -> tuple[int, list[ProbeOutcome], str | None]:
+    """(maximal batch that fits, probes made, error) — grow by doubling (or, where the fitting probes' peak memory
+    predicts the maximum below the doubled batch, to just above it: orchestrator.run.memory_model), then bisect;
+    ``note`` hears why a guided step was taken."""
     probes: list[ProbeOutcome] = []
 
     def attempt(batch: int) -> str:
-        outcome = probe(batch)
-        probes.append(ProbeOutcome(batch, outcome))
-        return outcome
+        made = probe(batch)
+        probes.append(made)
+        return made.outcome
 
     fits, fails = 0, None
     batch = max(1, min(start, limit))
@@ -127,7 +134,7 @@ def search(probe: Probe, start: int, limit: int, granularity: int) -> tuple[int,
         fits = batch
         if batch >= limit:
             return fits, probes, None
-        batch = min(batch * 2, limit)
+        batch = _grow(probes, batch, limit, granularity, note)
     while fails - fits > granularity:
         middle = (fits + fails) // 2
         middle = max(fits + 1, middle - middle % granularity) if middle > granularity else middle
@@ -143,6 +150,18 @@ def search(probe: Probe, start: int, limit: int, granularity: int) -> tuple[int,
     if fits == 0:
         return 0, probes, f"error: even batch {probes[-1].batch} does not fit"
     return fits, probes, None
+
+
+def _grow(probes: Sequence[ProbeOutcome], batch: int, limit: int, granularity: int, note: Callable[[str], None] | None) -> int:
+    """The next batch of the growth phase after ``batch`` fitted (orchestrator.run.memory_model.next_growth)."""
+    points = [MemoryPoint(p.batch, p.peak_memory_bytes) for p in probes if p.outcome == "fits" and p.peak_memory_bytes is not None]
+    allowed = memory_limit(probes)
+    predicted = predicted_max(points, allowed)
+    grown = next_growth(batch, limit, granularity, predicted)
+    if note is not None and predicted is not None and allowed is not None and grown < min(batch * 2, limit):
+        note(f"probing {grown}, not {min(batch * 2, limit)}: the peaks of the batches that fitted "
+             f"({', '.join(str(p.batch) for p in points)}) reach the {allowed / 2**30:.1f} GiB limit near {predicted:,.0f}")
+    return grown
 
 
 def chosen_batch(max_batch: int, fraction: float, granularity: int) -> int:
@@ -210,12 +229,12 @@ def _search_one(artifact: Artifact, scenario: Scenario, plan: RunPlan, split: Pr
               "start": start, "limit": limit, "granularity": granularity}
     made: list[ProbeOutcome] = []
 
-    def remember(outcome: ProbeOutcome) -> str:
+    def remember(outcome: ProbeOutcome) -> ProbeOutcome:
         made.append(outcome)
         write_json(folder / PROBES_FILE, {**header, "probes": [p.to_json() for p in made]}, "maxbatch-probes")
-        return outcome.outcome
+        return outcome
 
-    def probe(batch: int) -> str:
+    def probe(batch: int) -> ProbeOutcome:
         if signals.received() is not None:  # interrupted during an earlier probe: no more probes
             raise KeyboardInterrupt
         if batch in earlier:
@@ -244,7 +263,10 @@ def _search_one(artifact: Artifact, scenario: Scenario, plan: RunPlan, split: Pr
             return remember(ProbeOutcome(batch, "oom", None, *memory))
         return remember(ProbeOutcome(batch, f"error: {verdict.status}: {verdict.reason}", None, *memory))
 
-    max_batch, _, error = search(probe, start, cap, granularity)  # its probes are ``made``, with their sources
+    def note(text: str) -> None:
+        reporter.note(f"max batch {plan.engine} {plan.precision}: {text}")
+
+    max_batch, _, error = search(probe, start, cap, granularity, note)  # its probes are ``made``, with their sources
     batch = None if error else chosen_batch(max_batch, fraction, granularity)
     record = {
         **header, "fraction": fraction,

@@ -13,15 +13,15 @@ from pathlib import Path
 import pytest
 
 from orchestrator.artifacts import validate_artifact
-from orchestrator.run.maxbatch import chosen_batch, probe_length, search
+from orchestrator.run.maxbatch import ProbeOutcome, chosen_batch, probe_length, search
 from orchestrator.run.resume import plan_resume
 from tests.core.cli_helpers import FAKE_SCENARIO, FIXTURES, run_cli
 
 
 def limited(limit: int, calls: list[int]):
-    def probe(batch: int) -> str:
+    def probe(batch: int) -> ProbeOutcome:
         calls.append(batch)
-        return "fits" if batch <= limit else "oom"
+        return ProbeOutcome(batch, "fits" if batch <= limit else "oom")
 
     return probe
 
@@ -36,9 +36,9 @@ def test_grow_then_bisect_finds_the_limit(limit, granularity, expected):
 
 
 def test_errors_stop_the_search():
-    found, _, error = search(lambda b: "error: crash", 8, 64, 1)
+    found, _, error = search(lambda b: ProbeOutcome(b, "error: crash"), 8, 64, 1)
     assert found == 0 and error.startswith("error")
-    found, _, error = search(lambda b: "oom", 8, 64, 1)
+    found, _, error = search(lambda b: ProbeOutcome(b, "oom"), 8, 64, 1)
     assert error and "does not fit" in error
 
 
@@ -242,3 +242,75 @@ def test_limit_warnings_need_two_known_limits_more_than_a_tenth_apart():
     (warning,) = limit_warnings([search("pytorch", 140 * gib), search("jax", 105 * gib), search("tensorflow", 139 * gib)])
     assert warning.startswith("maximal batches not comparable: jax bf16 optimized d1 searched within 105.0 GiB, "
                               "pytorch bf16 optimized d1 within 140.0 GiB (33% more")
+
+
+def memory_limited(limit_bytes: int, per_sample: int, fixed: int, calls: list[int], usable: float = 1.0):
+    """A device whose peak grows by ``per_sample`` a sample over ``fixed``; a batch fits while its peak stays within
+    ``usable`` x the limit (an allocator that fragments reaches less than its limit), and every probe reports both."""
+    def probe(batch: int) -> ProbeOutcome:
+        calls.append(batch)
+        peak = fixed + per_sample * batch
+        return ProbeOutcome(batch, "fits" if peak <= limit_bytes * usable else "oom", None, peak, limit_bytes)
+
+    return probe
+
+
+def test_peak_memory_guides_growth_to_just_above_the_predicted_maximum():
+    """JAX's TResNet-M on an H200 at 95%: about 31 MB a sample over 0.6 GB in 142.6 GB. Doubling probes 2,048,
+    4,096, 8,192, 6,144, 5,120, 4,608, 4,352, 4,480; guided by the peaks, 4,608 closes the bracket instead of 8,192,
+    and every batch above 4,608 is never compiled."""
+    calls: list[int] = []
+    notes: list[str] = []
+    probe = memory_limited(int(132.8 * 2**30), 31_100_000, 600_000_000, calls)
+    found, probes, error = search(probe, 2048, 8192, 128, notes.append)
+    plain: list[int] = []
+    found_plain, _, _ = search(limited(found, plain), 2048, 8192, 128)
+    assert error is None and found == found_plain == 4480
+    assert calls == [2048, 4096, 4608, 4352, 4480] and max(calls) < 8192
+    assert plain == [2048, 4096, 8192, 6144, 5120, 4608, 4352, 4480]
+    assert [p.peak_memory_bytes for p in probes][:2] == [600_000_000 + 31_100_000 * 2048, 600_000_000 + 31_100_000 * 4096]
+    (note,) = notes
+    assert note.startswith("probing 4608, not 8192: the peaks of the batches that fitted (2048, 4096) reach the 132.8 GiB limit near 4,5")
+
+
+def test_an_allocator_that_reaches_less_than_its_limit_still_ends_at_the_real_maximum():
+    """PyTorch's TResNet-M on the H200 ran out of memory near 83% of its limit: the guided bracket's top fails sooner,
+    and the bisection still finds the largest batch that fits; a prediction below the batch that fitted grows it by
+    an eighth at least, and a search whose probes report no memory doubles as before."""
+    for usable in (0.83, 0.5, 1.0):
+        calls: list[int] = []
+        probe = memory_limited(150 * 10**9, 28_600_000, 7_900_000_000, calls, usable)
+        found, _, error = search(probe, 2048, 8192, 128)
+        truth = max(b for b in range(128, 8193, 128) if 7_900_000_000 + 28_600_000 * b <= 150 * 10**9 * usable)
+        assert error is None and found == truth, (usable, calls)
+        assert len(calls) == len(set(calls))
+
+
+def test_growth_rules():
+    from orchestrator.run.memory_model import MemoryPoint, next_growth, predicted_max
+
+    assert predicted_max([], 100) is None and predicted_max([MemoryPoint(10, 50)], None) is None
+    assert predicted_max([MemoryPoint(10, 50)], 100) == 20  # through the origin: 5 a sample
+    assert predicted_max([MemoryPoint(10, 60), MemoryPoint(20, 110)], 210) == pytest.approx(40)  # 5 a sample over 10
+    assert predicted_max([MemoryPoint(10, 60), MemoryPoint(20, 60)], 210) is None  # flat: no prediction
+    assert next_growth(16, 64, 1, None) == 32 and next_growth(48, 64, 1, None) == 64
+    assert next_growth(16, 4096, 4, 21.5) == 24  # the first multiple of 4 above 21.5
+    assert next_growth(16, 4096, 4, 100.0) == 32  # doubling is the smaller step
+    assert next_growth(2048, 8192, 128, 1000.0) == 2304  # below the batch that fitted: an eighth more at least
+    assert next_growth(4, 4096, 8, 3.0) == 8  # at least one granularity
+
+
+def test_a_search_whose_probes_report_memory_skips_the_batches_far_above_it(capsys, monkeypatch, tmp_path, fake_engines):
+    """End to end: the fake's peak is 1 MiB a sample in a 37 MiB limit; after 32 fits the search probes 38, not 64."""
+    scenario = tmp_path / "s.yaml"
+    text = FAKE_SCENARIO.read_text().replace("batch: {size: 16, drop_last: true}",
+                                             "batch: {size: 16, drop_last: true, max_search: {fraction: 0.9, start: 4, granularity: 1, probe_steps: 1}}")
+    scenario.write_text(text + f"engines:\n  fake: {{options: {{memory_limit_batch: 37, memory_limit_bytes: {37 * 2**20}}}}}\n")
+    code, out, err = run_cli(capsys, monkeypatch, "scenario", "run", str(scenario), "--engines", "fake", "--precisions", "fp32",
+                             "--runtime", "local", "--out", str(tmp_path / "r"), "--json")
+    assert code == 0, err
+    (search_record,) = json.loads(out)["max_batch"]
+    batches = [p["batch"] for p in search_record["probes"]]
+    assert search_record["max_batch"] == 37 and batches[:5] == [4, 8, 16, 32, 38] and 64 not in batches
+    assert "probing 38, not 64" in err
+    assert validate_artifact(Path(json.loads(out)["artifact"])) == []
