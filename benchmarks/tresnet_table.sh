@@ -20,6 +20,8 @@
 #            a probe whose setup (JAX compiles its step there) stalls that long fails the search at once.
 #            MIN_LEFT_S (default 60): nothing is started with less left; SEARCH_LEFT_S (default 480): a
 #            search is started with less left only as a call's first work.
+#   EXTRA_SETS  space-separated --set assignments for every new artifact (a resumed one keeps its own scenario),
+#            e.g. EXTRA_SETS=engines.jax.options.memory_fraction=0.9
 # Exit: 0 every cell complete; 1 a bench call failed (the table flags its runs); 75 budget spent.
 #
 # GPU time on one H200, PyTorch + JAX, 5 repeats (README; from the H200 artifacts' per-run wall times:
@@ -45,8 +47,9 @@ else
 fi
 
 cell_sets() {  # the --set overrides of one cell: arch, mode, choice (GPU sizes; the smoke block sizes a CPU rehearsal)
-  local arch=$1 mode=$2 choice=$3
+  local arch=$1 mode=$2 choice=$3 extra
   echo "workload.model.arch=$arch"
+  for extra in ${EXTRA_SETS:-}; do echo "$extra"; done  # a new artifact's own --set (a resumed one keeps its scenario)
   [[ $mode == infer ]] && echo "workload.mode=infer" && echo "measurement.window_steps=1"  # every batch synchronised
   if [[ $choice == b256 ]]; then
     echo "workload.batch.max_search={}"
