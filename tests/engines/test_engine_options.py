@@ -12,6 +12,13 @@ from orchestrator.errors import BadInput
 from tests.engines.readback_helpers import add_paths
 
 
+def unset(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    """Remove ``name`` from the environment for this test only (``delenv`` of an absent variable records nothing,
+    so what the code under test then sets would outlive the test: an engine run later would inherit it)."""
+    monkeypatch.setenv(name, "")
+    monkeypatch.delenv(name)
+
+
 def schema_defaults(engine: str) -> dict[str, Any]:
     properties = get_engine(engine).options_schema["properties"]
     return {name: prop["default"] for name, prop in properties.items() if "default" in prop}
@@ -109,7 +116,7 @@ def test_jax_configure_process_puts_the_users_xla_flags_last(monkeypatch: pytest
     from bench_jax.options import COMMAND_BUFFER_FLAG, REMAT_FLAG, command_buffers_switch
 
     monkeypatch.setenv("XLA_FLAGS", "--xla_dump_to=/nowhere")
-    monkeypatch.delenv("XLA_PYTHON_CLIENT_MEM_FRACTION", raising=False)  # a cuda spec sets it: restored after the test
+    unset(monkeypatch, "XLA_PYTHON_CLIENT_MEM_FRACTION")  # a cuda spec sets it: removed again after the test
     from tests.conftest import run_spec
 
     added = configure_process(run_spec(path="optimized", device="cuda"))
@@ -174,9 +181,9 @@ def test_jax_memory_fraction_gives_xla_the_device_wherever_a_gpu_may_run(monkeyp
     assert memory_fraction(auto, "cpu") is None
     assert memory_fraction(JaxOptions.of({"memory_fraction": 0.6}), "cpu") == 0.6
 
-    monkeypatch.delenv("XLA_FLAGS", raising=False)
+    unset(monkeypatch, "XLA_FLAGS")
     monkeypatch.setenv("XLA_CLIENT_MEM_FRACTION", "0.5")
-    monkeypatch.delenv("XLA_PYTHON_CLIENT_MEM_FRACTION", raising=False)
+    unset(monkeypatch, "XLA_PYTHON_CLIENT_MEM_FRACTION")
     import os
 
     configure_process(run_spec(path="optimized", device="cuda"))
