@@ -123,7 +123,7 @@ def remat_switch(added: str, xla_flags: str, kind: str) -> Switch:
 
 # JAX's allocator may hold 75% of a GPU's memory unless told otherwise (XLA_PYTHON_CLIENT_MEM_FRACTION), while
 # PyTorch's caching allocator may take all of it: a maximal-batch search would find JAX's largest batch in three
-# quarters of the device. On the H200 (139.8 GiB) that is 104.9 GiB, below the 119.6 GB (111.4 GiB) PyTorch's
+# quarters of the device. On the H200 (139.8 GiB) that is 104.8 GiB, below the 119.6 GB (111.4 GiB) PyTorch's
 # TResNet-M training held at its maximal batch (issue 26, session 11). ``auto`` gives XLA 95%: the rest is for the
 # CUDA context, cuDNN's and cuBLAS's handles and anything else outside XLA's allocator.
 GPU_MEMORY_FRACTION = 0.95
