@@ -55,7 +55,18 @@ def _describe(error: jsonschema.ValidationError) -> str:
         return f"unknown field(s) {', '.join(extra)}"
     if error.validator == "required":
         return error.message.replace("is a required property", "is required")
-    return error.message
+    return describe_alternatives(error) or error.message
+
+
+def describe_alternatives(error: jsonschema.ValidationError) -> str | None:
+    """For an anyOf/oneOf error, why the value fails each allowed form (jsonschema's own message names none)."""
+    if error.validator not in ("anyOf", "oneOf") or not error.context:
+        return None
+    first_per_form: dict[Any, jsonschema.ValidationError] = {}
+    for sub in error.context:
+        first_per_form.setdefault(sub.relative_schema_path[0] if sub.relative_schema_path else None, sub)
+    reasons = "; ".join(sub.message for sub in first_per_form.values())
+    return f"{error.instance!r} matches none of its allowed forms ({reasons})"
 
 
 def validate(document: Any, name: str) -> None:

@@ -16,6 +16,7 @@ from bench_engine.precision import NAMES as PRECISION_NAMES
 from orchestrator.engines.refusals import PlanFacts, RefuseRule, parse_rules
 from orchestrator.errors import BadInput
 from orchestrator.paths import images_dir
+from orchestrator.schemas import describe_alternatives
 
 COMMON_LIBRARY = "common"
 
@@ -49,7 +50,7 @@ class EngineInfo:
             if err.validator == "additionalProperties":
                 extra = sorted(set(err.instance) - set(err.schema.get("properties", {})))
                 raise BadInput(f"{where}.{'.'.join(extra)}: not an option of engine '{self.name}'")
-            raise BadInput(f"{where}{'.' + key if key else ''}: {err.message}")
+            raise BadInput(f"{where}{'.' + key if key else ''}: {describe_alternatives(err) or err.message}")
 
     def refusal(self, facts: PlanFacts) -> str | None:
         """Why the engine refuses this plan (the first matching ``refuse`` rule), or None."""

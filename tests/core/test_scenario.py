@@ -191,3 +191,14 @@ def test_adam_and_reference_are_validated(fake_engines: None) -> None:
         load_scenario(FAKE_SCENARIO, ["matrix.reference=jax"])
     with pytest.raises(BadInput, match=r"workload\.init"):
         load_scenario(FAKE_SCENARIO, ["init=shared", "model.arch=tresnet_m"])
+
+
+def test_a_field_of_several_forms_says_why_each_refuses(tmp_path):
+    """oneOf/anyOf: jsonschema's own message ("not valid under any of the given schemas") names no reason."""
+    text = seed_text() + "runtime: {slurm: {gpus: many}}\n"
+    with pytest.raises(BadInput) as info:
+        load_scenario(str(write(tmp_path, text)))
+    message = str(info.value)
+    assert "runtime.slurm.gpus: 'many' matches none of its allowed forms" in message
+    assert "'many' is not of type 'integer'" in message and "'auto' was expected" in message
+    assert "any of the given schemas" not in message

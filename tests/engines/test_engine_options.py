@@ -202,10 +202,17 @@ def test_jax_memory_fraction_gives_xla_the_device_wherever_a_gpu_may_run(monkeyp
     assert memory_fraction_switch({"XLA_PYTHON_CLIENT_MEM_FRACTION": "0.95"}, "cpu", None).applied is False
 
 
-@pytest.mark.parametrize("value", [0, -0.5, 1.5, "all", True])  # a non-finite number: refused where the scenario is read
-def test_jax_schema_refuses_a_memory_fraction_outside_zero_to_one(value: Any) -> None:
-    with pytest.raises(BadInput, match=r"engines\.jax\.options\.memory_fraction"):
+@pytest.mark.parametrize(  # a non-finite number: refused where the scenario is read
+    ("value", "why"),
+    [(0, "less than or equal to the minimum of 0"), (-0.5, "less than or equal to the minimum of 0"),
+     (1.5, "greater than the maximum of 1"), ("all", "is not of type 'number'"), (True, "is not of type 'number'")],
+)
+def test_jax_schema_refuses_a_memory_fraction_outside_zero_to_one(value: Any, why: str) -> None:
+    with pytest.raises(BadInput) as refused:
         get_engine("jax").check_options({"memory_fraction": value}, "engines.jax.options")
+    message = str(refused.value)  # the field, then why each allowed form refuses the value (not "any of the given")
+    assert message.startswith("engines.jax.options.memory_fraction: ") and "'auto' was expected" in message
+    assert why in message and "any of the given schemas" not in message
 
 
 @pytest.mark.parametrize("value", ["auto", 0.75, 1])
