@@ -25,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from orchestrator.judge.maxbatch_limits import LIMIT_SPREAD_PERCENT, SearchLimit, limit_warnings
+from orchestrator.judge.maxbatch_limits import LIMIT_SPREAD_PERCENT, SearchLimit, limits_apart, unknown_limits
 
 REFERENCE = Path(__file__).with_name("reference") / "tresnet_paper_v100.json"
 ARCHS = ("tresnet_m", "resnet50_v1.5")
@@ -217,13 +217,17 @@ def collect(artifacts: Iterable[Path], reference: Reference, want: int = WANT_RE
 
 def _flag_unlike_limits(rows: list[Row]) -> list[Row]:
     """Flag the searched rows of an arch and mode whose engines searched within allocator limits more than
-    LIMIT_SPREAD_PERCENT apart (orchestrator.judge.maxbatch_limits): their maximal batches do not compare."""
+    LIMIT_SPREAD_PERCENT apart (orchestrator.judge.maxbatch_limits): their maximal batches do not compare; and, beside
+    another engine's search, a row whose limit was not recorded: whether they compare is unknown."""
     flagged = []
     for row in rows:
         alike = [r for r in rows if (r.arch, r.mode, r.choice) == (row.arch, row.mode, "max") and r.search is not None]
-        limits = [SearchLimit(f"{r.engine} {r.precision}", r.search.memory_limit_bytes) for r in alike if r.search]
-        if row.choice == "max" and row.search is not None and row.search.memory_limit_bytes is not None and limit_warnings(limits):
-            row = replace(row, flags=(*row.flags, f"memory limits more than {LIMIT_SPREAD_PERCENT}% apart"))
+        limits = [SearchLimit(r.engine, f"{r.engine} {r.precision}", r.search.memory_limit_bytes) for r in alike if r.search]
+        if row.choice == "max" and row.search is not None:
+            if row.search.memory_limit_bytes is not None and limits_apart(limits):
+                row = replace(row, flags=(*row.flags, f"memory limits more than {LIMIT_SPREAD_PERCENT}% apart"))
+            elif row.search.memory_limit_bytes is None and unknown_limits(limits):
+                row = replace(row, flags=(*row.flags, "memory limit not recorded"))
         flagged.append(row)
     return flagged
 

@@ -196,31 +196,36 @@ def test_recorded_probes_are_taken_only_from_the_same_search_and_only_fits_or_oo
     assert read_recorded_probes("fake-fp32-optimized-d1", tmp_path, moved, config) == {}
 
 
-@pytest.mark.parametrize(("limits_gib", "warned"), [((3.0, 4.0), True), ((3.8, 4.0), False)])
+@pytest.mark.parametrize(("limits_gib", "warned"), [((3.0, 4.0), "apart"), ((3.8, 4.0), None), ((3.0, None), "unknown")])
 def test_maximal_batches_under_allocator_limits_far_apart_are_named_not_comparable(capsys, monkeypatch, tmp_path, fake_engines,
                                                                                     limits_gib, warned):
     """Each probe keeps the peak and the allocator limit its result reports; the search keeps the limit; two engines'
     searches whose limits are more than 10% apart get a warning in the summary (JAX's default 75% against PyTorch's
-    whole device is 33% apart)."""
+    whole device is 33% apart); beside an engine that reports no limit, the summary says the comparison is not judged."""
     scenario = tmp_path / "s.yaml"
     text = FAKE_SCENARIO.read_text().replace("batch: {size: 16, drop_last: true}",
                                              "batch: {size: 16, drop_last: true, max_search: {fraction: 0.9, start: 4, granularity: 1, probe_steps: 1}}")
-    low, high = (int(g * 2**30) for g in limits_gib)
+    low, high = (None if g is None else int(g * 2**30) for g in limits_gib)
+    high_option = "" if high is None else f", memory_limit_bytes: {high}"  # None: fake2 reports no limit
     scenario.write_text(text + f"engines:\n  fake: {{options: {{memory_limit_batch: 37, memory_limit_bytes: {low}}}}}\n"
-                               f"  fake2: {{options: {{memory_limit_batch: 21, memory_limit_bytes: {high}}}}}\n")
+                               f"  fake2: {{options: {{memory_limit_batch: 21{high_option}}}}}\n")
     code, out, err = run_cli(capsys, monkeypatch, "scenario", "run", str(scenario), "--precisions", "fp32",
                              "--runtime", "local", "--out", str(tmp_path / "r"), "--json")
     assert code == 0, err
     summary = json.loads(out)
     searches = {s["engine"]: s for s in summary["max_batch"]}
     assert (searches["fake"]["max_batch"], searches["fake2"]["max_batch"]) == (37, 21)
-    assert (searches["fake"]["memory_limit_bytes"], searches["fake2"]["memory_limit_bytes"]) == (low, high)
+    assert (searches["fake"]["memory_limit_bytes"], searches["fake2"].get("memory_limit_bytes")) == (low, high)
     fitted = next(p for p in searches["fake"]["probes"] if p["batch"] == 32)
     assert fitted == {"batch": 32, "outcome": "fits", "peak_memory_bytes": 32 * 2**20, "memory_limit_bytes": low}
-    if warned:
+    if warned == "apart":
         (warning,) = summary["max_batch_warnings"]
         assert "fake fp32 optimized d1 searched within 3.0 GiB" in warning and "fake2 fp32 optimized d1 within 4.0 GiB" in warning
         assert "memory_fraction" in warning and "not comparable" in err
+    elif warned == "unknown":
+        (warning,) = summary["max_batch_warnings"]
+        assert warning.startswith("maximal batches not judged comparable: fake2 fp32 optimized d1 reported no allocator")
+        assert "not judged comparable" in err
     else:
         assert "max_batch_warnings" not in summary
     artifact = Path(summary["artifact"])
@@ -228,7 +233,7 @@ def test_maximal_batches_under_allocator_limits_far_apart_are_named_not_comparab
     assert validate_artifact(artifact) == []
 
 
-def test_limit_warnings_need_two_known_limits_more_than_a_tenth_apart():
+def test_limit_warnings_name_limits_a_tenth_apart_and_limits_unknown():
     from orchestrator.judge.maxbatch_limits import SearchLimit, limit_warnings
 
     def search(engine: str, limit: int | None) -> SearchLimit:
@@ -236,7 +241,11 @@ def test_limit_warnings_need_two_known_limits_more_than_a_tenth_apart():
         return SearchLimit.of(doc if limit is None else {**doc, "memory_limit_bytes": limit})
 
     gib = 2**30
-    assert limit_warnings([search("jax", 105 * gib), search("tensorflow", None)]) == []  # one known: nothing to compare
+    (unknown,) = limit_warnings([search("jax", 105 * gib), search("tensorflow", None)])  # one known: nothing to compare
+    assert unknown.startswith("maximal batches not judged comparable: tensorflow bf16 optimized d1 reported no allocator")
+    one_engine = [search("tensorflow", None), SearchLimit("tensorflow", "tensorflow fp32 optimized d1", None)]
+    assert limit_warnings(one_engine) == []  # one engine's precisions share its allocator
+    assert limit_warnings([search("jax", 105 * gib)]) == []
     assert limit_warnings([search("jax", 133 * gib), search("pytorch", 140 * gib)]) == []  # 5% apart
     assert limit_warnings([search("jax", 100 * gib), search("pytorch", 110 * gib)]) == []  # exactly 10%
     (warning,) = limit_warnings([search("pytorch", 140 * gib), search("jax", 105 * gib), search("tensorflow", 139 * gib)])
