@@ -56,10 +56,12 @@ def resume_cmd(
 def _resume(artifact_dir: Path, runtime: str | None, device: str | None, local: dict[str, Any], force: bool, as_json: bool,
             wide: bool, verbose: bool, slurm: dict[str, Any], label: str | None = None) -> None:
     from orchestrator.artifacts.label import relabel
-    from orchestrator.run.resume import plan_resume, resume
+    from orchestrator.run.resume import check_resume_host, plan_resume, resume
 
     forced = bool(_check_integrity(artifact_dir, force, False))
     plan = plan_resume(artifact_dir, runtime, device)
+    if not plan.nothing_to_do:
+        check_resume_host(plan)  # one line, exit 2, before the label or any run changes the artifact
     if label is not None:  # before any run: the artifact validates with its new label whatever happens next
         relabel(artifact_dir, label)
         err.print(f"label: {markup(label)}")
