@@ -3,8 +3,10 @@
 Runs measured on different runtimes (an engine in a container, another on the host) or, for one engine, from
 different images are not measured alike; neither are two artifacts whose engines ran on different runtimes or
 images. Runs of one artifact on different physical GPUs (a resume on another machine, say) are said too: the
-same model is not the same device. Read from each started run's ``run.json`` (``runtime``, and the GPUs' UUIDs
-of ``telemetry.gpu.devices``); the warnings are one line each.
+same model is not the same device; runs on different GPU models are said apart, as not comparable at all (a resume
+refuses another model: run/gpu_model.py; this catches artifacts made otherwise). Read from each started run's
+``run.json`` (``runtime``, and the GPUs' UUIDs and NVML names of ``telemetry.gpu.devices``); the warnings are one
+line each.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ class RuntimeUse:
     runtime: str
     image_id: str | None = None
     gpus: tuple[str, ...] = ()  # the UUIDs of the GPUs the run used (empty without NVML or a GPU)
+    models: tuple[str, ...] = ()  # their models as NVML names them, sorted and distinct
 
 
 def runtime_uses(root: Path, summary: Summary) -> list[RuntimeUse]:
@@ -40,18 +43,19 @@ def runtime_uses(root: Path, summary: Summary) -> list[RuntimeUse]:
         runtime = record.runtime if record is not None else {}
         if runtime.get("name") not in (None, "none") and record is not None:
             image = runtime.get("image_id")
-            uses.append(RuntimeUse(row.run_id, row.engine, str(runtime["name"]), str(image) if image else None, _gpu_uuids(record)))
+            uses.append(RuntimeUse(row.run_id, row.engine, str(runtime["name"]), str(image) if image else None,
+                                   _gpu_field(record, "uuid"), tuple(sorted(set(_gpu_field(record, "name"))))))
     return uses
 
 
-def _gpu_uuids(record: RunRecord) -> tuple[str, ...]:
-    """The UUIDs of ``telemetry.gpu.devices`` in a run record, sorted; () where there are none."""
+def _gpu_field(record: RunRecord, key: str) -> tuple[str, ...]:
+    """One text field of every device of ``telemetry.gpu.devices`` in a run record, sorted; () where there are none."""
     telemetry = record.telemetry
     gpu = telemetry.get("gpu") if isinstance(telemetry, Mapping) else None
     devices = gpu.get("devices") if isinstance(gpu, dict) else None
     if not isinstance(devices, list):
         return ()
-    return tuple(sorted(str(d["uuid"]) for d in devices if isinstance(d, dict) and isinstance(d.get("uuid"), str)))
+    return tuple(sorted(str(d[key]) for d in devices if isinstance(d, dict) and isinstance(d.get(key), str)))
 
 
 def short_id(image_id: str) -> str:
@@ -79,6 +83,10 @@ def mixed_warnings(uses: list[RuntimeUse], whose: str = "this artifact's") -> li
         if len(images) > 1:
             counts = ", ".join(f"{short_id(i)} x{sum(1 for u in uses if u.engine == engine and u.image_id == i)}" for i in images)
             warnings.append(f"{whose} {engine} runs ran from different images, not measured alike ({counts})")
+    models = sorted({u.models for u in uses if u.models})
+    if len(models) > 1:
+        parts = "; ".join(f"{'+'.join(m)}: {_engines(u for u in uses if u.models == m)}" for m in models)
+        warnings.append(f"{whose} runs ran on different GPU models, not comparable ({parts})")
     devices = sorted({u.gpus for u in uses if u.gpus})
     if len(devices) > 1:
         parts = "; ".join(f"{'+'.join(g[:12] for g in gpus)}: {_engines(u for u in uses if u.gpus == gpus)}" for gpus in devices)

@@ -1,8 +1,9 @@
 """An artifact's runs compare only on one GPU model: a resume on a host whose GPUs are another model is refused.
 
-The model the artifact's runs ran on is the one NVML named in its ``summary.json`` (``host.nvml.gpus``), written
-by every run or resume that finished or was interrupted; the host's is NVML's now. Like is compared with like
-(NVML's names both times), never with the names an engine reports.
+The models the artifact's runs ran on are those NVML named in their records (``telemetry.gpu.devices``) or, where
+no run recorded one (a search cut before its first run), in its ``summary.json`` (``host.nvml.gpus``, written by
+every run or resume that finished or was interrupted); the host's are NVML's now. Like is compared with like (NVML's
+names both times), never with the names an engine reports.
 """
 
 from __future__ import annotations
@@ -20,6 +21,15 @@ def recorded_gpu_models(summary: Mapping[str, Any] | None) -> frozenset[str]:
     return frozenset(gpu["name"] for gpu in nvml.get("gpus") or [] if gpu.get("name"))
 
 
+def run_gpu_models(telemetry: Mapping[str, Any] | None) -> frozenset[str]:
+    """The GPU models one run record's telemetry names (``gpu.devices``)."""
+    gpu = (telemetry or {}).get("gpu")
+    devices = gpu.get("devices") if isinstance(gpu, Mapping) else None
+    if not isinstance(devices, list):
+        return frozenset()
+    return frozenset(str(d["name"]) for d in devices if isinstance(d, Mapping) and isinstance(d.get("name"), str))
+
+
 def host_gpu_models(snapshot: NvmlSnapshot) -> frozenset[str]:
     return frozenset(gpu.name for gpu in snapshot.gpus if gpu.name)
 
@@ -33,5 +43,5 @@ def check_same_gpu_model(where: str, recorded: frozenset[str], snapshot: NvmlSna
     if current == recorded:
         return
     now = ", ".join(sorted(current)) if current else f"no GPU NVML can see ({snapshot.reason or 'NVML reports 0 devices'})"
-    raise BadInput(f"{where}: its runs ran on {', '.join(sorted(recorded))} (summary.json); this host has {now}: runs "
+    raise BadInput(f"{where}: its runs ran on {', '.join(sorted(recorded))}; this host has {now}: runs "
                    "on another GPU model do not compare, so resume it on the model it was made on, or start a new run")

@@ -40,7 +40,7 @@ from orchestrator.engines.registry import discover
 from orchestrator.errors import BadInput
 from orchestrator.judge.record import RunRecord
 from orchestrator.run.finish import Outcome, Reporter
-from orchestrator.run.gpu_model import check_same_gpu_model, recorded_gpu_models
+from orchestrator.run.gpu_model import check_same_gpu_model, recorded_gpu_models, run_gpu_models
 from orchestrator.run.maxbatch import MAXBATCH_DIR, PROBES_FILE, SEARCH_FILE, ProbeOutcome, read_recorded_probes, resolve_max_batch
 from orchestrator.run.runtime_choice import ChosenRuntime
 from orchestrator.scenario import RunPlan, Scenario, expand, load_scenario
@@ -313,8 +313,13 @@ def check_resume_host(plan: ResumePlan) -> None:
     from orchestrator.host.gpus import nvml_snapshot
 
     if plan.device != "cpu":
-        recorded = recorded_gpu_models(_read_json(plan.artifact.root / SUMMARY, "summary"))
-        check_same_gpu_model(str(plan.artifact.root), recorded, nvml_snapshot(), plan.device)
+        check_same_gpu_model(str(plan.artifact.root), _models_used(plan), nvml_snapshot(), plan.device)
+
+
+def _models_used(plan: ResumePlan) -> frozenset[str]:
+    """The GPU models the artifact's run records name, else those of its summary's host."""
+    used = frozenset().union(*(run_gpu_models(r.record.telemetry) for r in plan.runs if r.record is not None))
+    return used or recorded_gpu_models(_read_json(plan.artifact.root / SUMMARY, "summary"))
 
 
 def resume(plan: ResumePlan, settings: dict[str, Any], reporter: Reporter, forced: bool = False) -> Outcome:
@@ -329,7 +334,7 @@ def resume(plan: ResumePlan, settings: dict[str, Any], reporter: Reporter, force
     engines = sorted({r.plan.engine for r in todo if not r.plan.skip_reason} | {p.engine for p in plan.unsearched})
     options = RunOptions(runtime=plan.runtime, device=plan.device, out_root=artifact.root.parent.parent, settings=settings)
     gpus, runtimes = prepare_runtimes(scenario, engines, options, reporter)
-    check_same_gpu_model(str(artifact.root), recorded_gpu_models(_read_json(artifact.root / SUMMARY, "summary")), gpus, plan.device)
+    check_same_gpu_model(str(artifact.root), _models_used(plan), gpus, plan.device)
     split = prepare_dataset(scenario)
     recorded = {r.spec.parity.dataset.sha256 for r in plan.runs if r.spec}
     if recorded and recorded != {split.sha256}:

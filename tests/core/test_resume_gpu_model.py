@@ -11,7 +11,7 @@ import pytest
 
 from orchestrator.errors import BadInput
 from orchestrator.host.gpus import NvmlSnapshot
-from orchestrator.run.gpu_model import check_same_gpu_model, recorded_gpu_models
+from orchestrator.run.gpu_model import check_same_gpu_model, recorded_gpu_models, run_gpu_models
 from tests.core.cli_helpers import FAKE_SCENARIO, assert_one_line_error, run_cli
 from tests.results.fake_nvml import FakeGpu, make_module
 
@@ -24,7 +24,10 @@ def on_host(monkeypatch: pytest.MonkeyPatch, *names: str) -> None:
     monkeypatch.setitem(sys.modules, "pynvml", make_module(gpus))
 
 
-def test_the_recorded_models_come_from_the_summary_nvml_names():
+def test_the_recorded_models_come_from_nvml_names_of_the_runs_and_the_summary():
+    telemetry = {"gpu": {"devices": [{"name": H200, "uuid": "GPU-1"}, {"name": H200, "uuid": "GPU-2"}, {"uuid": "GPU-3"}]}}
+    assert run_gpu_models(telemetry) == frozenset({H200})
+    assert run_gpu_models(None) == run_gpu_models({"gpu": None}) == run_gpu_models({"gpu": {"devices": "x"}}) == frozenset()
     summary = {"host": {"nvml": {"available": True, "gpus": [{"name": H200}, {"name": H200}, {"name": None}]}}}
     assert recorded_gpu_models(summary) == frozenset({H200})
     assert recorded_gpu_models(None) == frozenset()
@@ -33,7 +36,7 @@ def test_the_recorded_models_come_from_the_summary_nvml_names():
 
 def test_check_refuses_another_model_or_no_gpu_and_passes_the_same_model_or_cpu():
     unavailable = NvmlSnapshot(False, "NVML Shared Library Not Found")
-    with pytest.raises(BadInput, match=r"^art: its runs ran on NVIDIA H200 \(summary.json\); this host has no GPU NVML can "
+    with pytest.raises(BadInput, match=r"^art: its runs ran on NVIDIA H200; this host has no GPU NVML can "
                                        r"see \(NVML Shared Library Not Found\)"):
         check_same_gpu_model("art", frozenset({H200}), unavailable, "auto")
     check_same_gpu_model("art", frozenset({H200}), unavailable, "cpu")  # --device cpu: the GPUs play no part
@@ -48,6 +51,8 @@ def test_a_resume_on_another_gpu_model_is_refused_and_on_the_same_model_goes_on(
     assert code == 1, err  # fake2 crashed: a run for the resume to make again
     artifact = Path(json.loads(out)["artifact"])
     assert recorded_gpu_models(json.loads((artifact / "summary.json").read_text())) == {H200}
+    records = [json.loads(p.read_text()) for p in artifact.glob("runs/*/run.json")]
+    assert {m for r in records for m in run_gpu_models(r.get("telemetry"))} == {H200}  # what the check reads first
     before = sorted(p.relative_to(artifact).as_posix() for p in artifact.rglob("*"))
 
     on_host(monkeypatch, H100)

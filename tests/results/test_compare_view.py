@@ -102,6 +102,20 @@ def test_runs_on_different_physical_gpus_are_said() -> None:
                                      "(GPU-0b1c2d3e: jax x1; GPU-5a6eafee: jax x1, opennn x1, pytorch x1)"]
 
 
+def test_runs_on_different_gpu_models_are_said_not_comparable() -> None:
+    """An artifact whose runs ran on two GPU models (made otherwise than by a resume, which refuses that)."""
+    from orchestrator.judge.runtime_use import RuntimeUse, mixed_warnings
+
+    h200 = [RuntimeUse(f"r{i}", engine, "local", gpus=("GPU-5a6eafee",), models=("NVIDIA H200",))
+            for i, engine in enumerate(("jax", "pytorch"))]
+    assert mixed_warnings(h200) == []
+    h100 = RuntimeUse("r9", "jax", "local", gpus=("GPU-0b1c2d3e",), models=("NVIDIA H100 80GB HBM3",))
+    first, second = mixed_warnings([*h200, h100])
+    assert first == ("this artifact's runs ran on different GPU models, not comparable "
+                     "(NVIDIA H100 80GB HBM3: jax x1; NVIDIA H200: jax x1, pytorch x1)")
+    assert second.startswith("this artifact's runs ran on 2 different sets of physical GPUs")
+
+
 def test_the_resumed_h200_artifact_says_its_two_gpus() -> None:
     """The published fair seed artifact: its JAX bf16 runs were made again on another H200 (README "JAX at bf16")."""
     from orchestrator.jsonio import read_json
