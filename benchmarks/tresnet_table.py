@@ -309,10 +309,15 @@ def main() -> int:
     if not artifacts:
         print(f"error: no bench artifact (summary.json) in {', '.join(map(str, args.paths))}", file=sys.stderr)
         return 2
+    machines = {a: machine_name(json.loads((a / "summary.json").read_text())) for a in artifacts}
+    if len(set(machines.values())) > 1:  # one table, one GPU: rows of two models would compare the hardware
+        parts = "; ".join(f"{m}: {', '.join(a.name for a in artifacts if machines[a] == m)}" for m in sorted(set(machines.values())))
+        print(f"error: the artifacts ran on different machines ({parts}); a table holds one machine's", file=sys.stderr)
+        return 2
     reference = load_reference()
     rows = collect(artifacts, reference, args.repeats)
     table_ratios = ratios(rows, reference)
-    machine = machine_name(json.loads((artifacts[-1] / "summary.json").read_text()))
+    machine = machines[artifacts[-1]]
     if args.json:
         print(json.dumps({"machine": machine, "reference": reference.source, "rows": [asdict(r) for r in rows],
                           "ratios": [asdict(q) for q in table_ratios]}, indent=1))

@@ -169,6 +169,18 @@ def test_the_command_prints_json_and_exits_2_without_an_artifact(tmp_path):
     assert proc.returncode == 2 and "no bench artifact" in proc.stderr
 
 
+def test_artifacts_of_two_gpu_models_make_no_table(tmp_path):
+    """One table, one machine: an H100 artifact beside H200 ones is refused (exit 2, naming both), not tabled as H200."""
+    campaign(tmp_path / "artifacts")
+    odd = make(tmp_path / "artifacts", "20270101T000009Z-h", "tresnet_m", "infer", {"pytorch": FIVE}, 256)
+    summary = json.loads((odd / "summary.json").read_text())
+    summary["host"]["nvml"]["gpus"] = [{"name": "NVIDIA H100 80GB HBM3"}]
+    (odd / "summary.json").write_text(json.dumps(summary))
+    proc = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path / "artifacts")], capture_output=True, text=True)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.startswith("error: the artifacts ran on different machines (H100 80GB HBM3: 20270101T000009Z-h; H200: ")
+
+
 @pytest.mark.parametrize(("jax_gib", "flagged"), [(104.9, True), (132.8, False), (None, False)])
 def test_searched_rows_whose_memory_limits_differ_by_more_than_a_tenth_are_flagged(table, tmp_path, jax_gib, flagged):
     """JAX's default allocator share (75% of the H200's 139.8 GiB) against PyTorch's whole device: the two maximal
