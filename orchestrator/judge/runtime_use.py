@@ -44,11 +44,11 @@ def runtime_uses(root: Path, summary: Summary) -> list[RuntimeUse]:
         if runtime.get("name") not in (None, "none") and record is not None:
             image = runtime.get("image_id")
             uses.append(RuntimeUse(row.run_id, row.engine, str(runtime["name"]), str(image) if image else None,
-                                   _gpu_field(record, "uuid"), tuple(sorted(set(_gpu_field(record, "name"))))))
+                                   gpu_field(record, "uuid"), tuple(sorted(set(gpu_field(record, "name"))))))
     return uses
 
 
-def _gpu_field(record: RunRecord, key: str) -> tuple[str, ...]:
+def gpu_field(record: RunRecord, key: str) -> tuple[str, ...]:
     """One text field of every device of ``telemetry.gpu.devices`` in a run record, sorted; () where there are none."""
     telemetry = record.telemetry
     gpu = telemetry.get("gpu") if isinstance(telemetry, Mapping) else None

@@ -21,15 +21,6 @@ def recorded_gpu_models(summary: Mapping[str, Any] | None) -> frozenset[str]:
     return frozenset(gpu["name"] for gpu in nvml.get("gpus") or [] if gpu.get("name"))
 
 
-def run_gpu_models(telemetry: Mapping[str, Any] | None) -> frozenset[str]:
-    """The GPU models one run record's telemetry names (``gpu.devices``)."""
-    gpu = (telemetry or {}).get("gpu")
-    devices = gpu.get("devices") if isinstance(gpu, Mapping) else None
-    if not isinstance(devices, list):
-        return frozenset()
-    return frozenset(str(d["name"]) for d in devices if isinstance(d, Mapping) and isinstance(d.get("name"), str))
-
-
 def host_gpu_models(snapshot: NvmlSnapshot) -> frozenset[str]:
     return frozenset(gpu.name for gpu in snapshot.gpus if gpu.name)
 

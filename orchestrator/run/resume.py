@@ -39,8 +39,9 @@ from orchestrator.artifacts.layout import MANIFEST, RUN_ID, RUNS, SCENARIO, SCHE
 from orchestrator.engines.registry import discover
 from orchestrator.errors import BadInput
 from orchestrator.judge.record import RunRecord
+from orchestrator.judge.runtime_use import gpu_field
 from orchestrator.run.finish import Outcome, Reporter
-from orchestrator.run.gpu_model import check_same_gpu_model, recorded_gpu_models, run_gpu_models
+from orchestrator.run.gpu_model import check_same_gpu_model, recorded_gpu_models
 from orchestrator.run.maxbatch import MAXBATCH_DIR, PROBES_FILE, SEARCH_FILE, ProbeOutcome, read_recorded_probes, resolve_max_batch
 from orchestrator.run.runtime_choice import ChosenRuntime
 from orchestrator.scenario import RunPlan, Scenario, expand, load_scenario
@@ -308,8 +309,8 @@ def move_aside(artifact: Artifact, folder: Path, name: str, sealed: set[str] | N
 
 
 def check_resume_host(plan: ResumePlan) -> None:
-    """Refuse, before anything is written, a host whose GPUs are another model than the artifact's runs ran on
-    (:mod:`orchestrator.run.gpu_model`; :func:`resume` checks again with the snapshot it runs under)."""
+    """Refuse, before anything is written (the label included), a host whose GPUs are another model than the
+    artifact's runs ran on (:mod:`orchestrator.run.gpu_model`); the CLI calls it before :func:`resume`."""
     from orchestrator.host.gpus import nvml_snapshot
 
     if plan.device != "cpu":
@@ -318,7 +319,7 @@ def check_resume_host(plan: ResumePlan) -> None:
 
 def _models_used(plan: ResumePlan) -> frozenset[str]:
     """The GPU models the artifact's run records name, else those of its summary's host."""
-    used = frozenset().union(*(run_gpu_models(r.record.telemetry) for r in plan.runs if r.record is not None))
+    used = frozenset(name for r in plan.runs if r.record is not None for name in gpu_field(r.record, "name"))
     return used or recorded_gpu_models(_read_json(plan.artifact.root / SUMMARY, "summary"))
 
 
@@ -334,7 +335,6 @@ def resume(plan: ResumePlan, settings: dict[str, Any], reporter: Reporter, force
     engines = sorted({r.plan.engine for r in todo if not r.plan.skip_reason} | {p.engine for p in plan.unsearched})
     options = RunOptions(runtime=plan.runtime, device=plan.device, out_root=artifact.root.parent.parent, settings=settings)
     gpus, runtimes = prepare_runtimes(scenario, engines, options, reporter)
-    check_same_gpu_model(str(artifact.root), _models_used(plan), gpus, plan.device)
     split = prepare_dataset(scenario)
     recorded = {r.spec.parity.dataset.sha256 for r in plan.runs if r.spec}
     if recorded and recorded != {split.sha256}:

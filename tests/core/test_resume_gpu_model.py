@@ -11,7 +11,9 @@ import pytest
 
 from orchestrator.errors import BadInput
 from orchestrator.host.gpus import NvmlSnapshot
-from orchestrator.run.gpu_model import check_same_gpu_model, recorded_gpu_models, run_gpu_models
+from orchestrator.judge.record import RunRecord
+from orchestrator.judge.runtime_use import gpu_field
+from orchestrator.run.gpu_model import check_same_gpu_model, recorded_gpu_models
 from tests.core.cli_helpers import FAKE_SCENARIO, assert_one_line_error, run_cli
 from tests.results.fake_nvml import FakeGpu, make_module
 
@@ -24,10 +26,7 @@ def on_host(monkeypatch: pytest.MonkeyPatch, *names: str) -> None:
     monkeypatch.setitem(sys.modules, "pynvml", make_module(gpus))
 
 
-def test_the_recorded_models_come_from_nvml_names_of_the_runs_and_the_summary():
-    telemetry = {"gpu": {"devices": [{"name": H200, "uuid": "GPU-1"}, {"name": H200, "uuid": "GPU-2"}, {"uuid": "GPU-3"}]}}
-    assert run_gpu_models(telemetry) == frozenset({H200})
-    assert run_gpu_models(None) == run_gpu_models({"gpu": None}) == run_gpu_models({"gpu": {"devices": "x"}}) == frozenset()
+def test_the_recorded_models_come_from_the_summary_nvml_names():
     summary = {"host": {"nvml": {"available": True, "gpus": [{"name": H200}, {"name": H200}, {"name": None}]}}}
     assert recorded_gpu_models(summary) == frozenset({H200})
     assert recorded_gpu_models(None) == frozenset()
@@ -51,8 +50,8 @@ def test_a_resume_on_another_gpu_model_is_refused_and_on_the_same_model_goes_on(
     assert code == 1, err  # fake2 crashed: a run for the resume to make again
     artifact = Path(json.loads(out)["artifact"])
     assert recorded_gpu_models(json.loads((artifact / "summary.json").read_text())) == {H200}
-    records = [json.loads(p.read_text()) for p in artifact.glob("runs/*/run.json")]
-    assert {m for r in records for m in run_gpu_models(r.get("telemetry"))} == {H200}  # what the check reads first
+    records = [RunRecord.from_json(json.loads(p.read_text())) for p in artifact.glob("runs/*/run.json")]
+    assert {m for r in records for m in gpu_field(r, "name")} == {H200}  # what the check reads first
     before = sorted(p.relative_to(artifact).as_posix() for p in artifact.rglob("*"))
 
     on_host(monkeypatch, H100)
