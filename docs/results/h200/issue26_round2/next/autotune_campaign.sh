@@ -5,19 +5,29 @@
 # the machine went; session 9's 224 run stalled under the 300 s stall bound. In this order, REPEATS (default 1) each,
 # the stall bound AUTOTUNE_STALL_S (default 1,500 s): CIFAR 32x32 bf16 then tf32 (one artifact, the scenario's
 # matrix widened), then 224x224 bf16. Autotuning happens in the warmup, which bench excludes from the figure and
-# reports apart; compare each artifact with session 10's default-mode one (`bench results compare`).
+# reports apart. BASELINE=1 (the default) runs the same cells first in the default compile mode on this machine
+# (cifar_default, train224_default): the comparison is then one machine's (`bench results compare` default vs
+# autotune), which holds on any GPU model, an H100 too; BASELINE=0 leaves only session 10's H200 artifacts to compare.
 # DEVICE=cpu SMOKE=1 AUTOTUNE_CIFAR_PRECISIONS=fp32 rehearses it on a CPU (tf32 needs a GPU).
 source "$(dirname "$0")/campaign_lib.sh"
 device=${DEVICE:-cuda}; smoke=(); [ "${SMOKE:-0}" = 1 ] && smoke=(--smoke)
 run() { python3 -m orchestrator scenario run "$@" --device "$device" --runtime local "${smoke[@]}"; }
 autotune=(--set engines.pytorch.options.compile_mode=max-autotune-no-cudagraphs --set "measurement.stall_s=${AUTOTUNE_STALL_S:-1500}")
 precisions=${AUTOTUNE_CIFAR_PRECISIONS:-bf16,tf32}
-step "autotune start"
-bg "$out/cifar_autotune.log" run scenarios/cifar_resnet50.yaml --engines pytorch --set "matrix.precisions=[$precisions]" \
-  --precisions "$precisions" --repeats "${REPEATS:-1}" "${autotune[@]}" --label "issue 26 cifar pytorch max-autotune" \
+step "autotune start on $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)"
+cifar=(scenarios/cifar_resnet50.yaml --engines pytorch --set "matrix.precisions=[$precisions]" --precisions "$precisions"
+  --repeats "${REPEATS:-1}")
+train224=(scenarios/imagenet_resnet50.yaml --engines pytorch --precisions bf16 --devices 1 --repeats "${REPEATS:-1}")
+if [ "${BASELINE:-1}" = 1 ]; then
+  bg "$out/cifar_default.log" run "${cifar[@]}" --label "issue 26 cifar pytorch default mode" --out "$out/cifar_default"
+  step "cifar default rc $?"
+  bg "$out/train224_default.log" run "${train224[@]}" --label "issue 26 training default mode" --out "$out/train224_default"
+  step "train224 default rc $?"
+fi
+bg "$out/cifar_autotune.log" run "${cifar[@]}" "${autotune[@]}" --label "issue 26 cifar pytorch max-autotune" \
   --out "$out/cifar_autotune"
 step "cifar autotune rc $?"
-bg "$out/train224_autotune.log" run scenarios/imagenet_resnet50.yaml --engines pytorch --precisions bf16 --devices 1 \
-  --repeats "${REPEATS:-1}" "${autotune[@]}" --label "issue 26 training max-autotune" --out "$out/train224_autotune"
+bg "$out/train224_autotune.log" run "${train224[@]}" "${autotune[@]}" --label "issue 26 training max-autotune" \
+  --out "$out/train224_autotune"
 step "train224 autotune rc $?"
 finish
