@@ -64,6 +64,16 @@ class TunedOp:
         own = [c for c in self.choices if not c.is_template]
         return min(own, key=lambda c: c.ms) if own else None
 
+    @property
+    def gain_percent(self) -> float | None:
+        """How much faster the winner is than ATen's kernel, in percent of ATen's time (None: ATen's not timed)."""
+        aten = self.aten
+        return percent_saved(aten.ms, self.winner.ms) if aten else None
+
+
+def percent_saved(before_ms: float, after_ms: float) -> float:
+    return 100.0 * (before_ms - after_ms) / before_ms if before_ms else 0.0
+
 
 @dataclass(frozen=True)
 class Summary:
@@ -78,7 +88,7 @@ class Summary:
 
     @property
     def saved_percent(self) -> float:
-        return 100.0 * (self.aten_ms - self.winners_ms) / self.aten_ms if self.aten_ms else 0.0
+        return percent_saved(self.aten_ms, self.winners_ms)
 
 
 def parse(lines: Iterable[str]) -> tuple[list[TunedOp], float]:
@@ -112,11 +122,10 @@ def parse(lines: Iterable[str]) -> tuple[list[TunedOp], float]:
 
 def summarise(log: str, ops: list[TunedOp], seconds: float) -> Summary:
     """Counts and sums over the operations whose ATen kernel was timed beside the templates."""
-    compared = [op for op in ops if op.aten is not None]
+    pairs = [(op.aten.ms, op.winner.ms) for op in ops if op.aten is not None]
     return Summary(log=log, ops=len(ops), template_wins=sum(op.winner.is_template for op in ops),
-                   benchmarking_s=round(seconds, 3),
-                   aten_ms=round(sum(op.aten.ms for op in compared if op.aten), 4),
-                   winners_ms=round(sum(op.winner.ms for op in compared), 4))
+                   benchmarking_s=round(seconds, 3), aten_ms=round(sum(a for a, _ in pairs), 4),
+                   winners_ms=round(sum(w for _, w in pairs), 4))
 
 
 def engine_log(path: Path) -> Path:
@@ -127,10 +136,10 @@ def engine_log(path: Path) -> Path:
 def render(summary: Summary, ops: list[TunedOp]) -> str:
     rows = [f"{summary.log}", f"{'operation':<12} {'shapes':<44} {'winner':<20} {'ATen ms':>8} {'best ms':>8} {'gain':>6}"]
     for op in ops:
-        aten = op.aten
-        gain = f"{100 * (aten.ms - op.winner.ms) / aten.ms:5.1f}%" if aten and aten.ms else "     -"
+        aten, gain = op.aten, op.gain_percent
+        gain_text = f"{gain:5.1f}%" if gain is not None else "     -"
         rows.append(f"{op.op:<12} {op.shapes[:44]:<44} {op.winner.name[:20]:<20} "
-                    f"{(f'{aten.ms:.4f}' if aten else '-'):>8} {op.winner.ms:>8.4f} {gain:>6}")
+                    f"{(f'{aten.ms:.4f}' if aten else '-'):>8} {op.winner.ms:>8.4f} {gain_text:>6}")
     rows.append(f"{summary.ops} operations tuned, {summary.template_wins} won by a Triton template, "
                 f"{summary.benchmarking_s:.1f} s benchmarking; winners {summary.winners_ms:.3f} ms against ATen's "
                 f"{summary.aten_ms:.3f} ms: {summary.saved_percent:.1f}% of these operations' time")

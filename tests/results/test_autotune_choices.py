@@ -65,6 +65,9 @@ def test_cli_table_json_and_bad_input(choices, tmp_path, capsys):
     assert choices.main([str(run)]) == 0
     out = capsys.readouterr().out
     assert "3 operations tuned, 2 won by a Triton template, 10.0 s benchmarking" in out
+    rows = {line.split()[-4]: line for line in out.splitlines() if line.startswith(("mm ", "convolution "))}
+    assert rows["triton_mm_25"].endswith(" 10.0%") and rows["convolution"].endswith("  0.0%")
+    assert rows["triton_mm_853"].endswith(" -")  # ATen's kernel not timed: no gain claimed
     assert choices.main([str(run / "engine.log"), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc[0]["operations"][1] == {"op": "mm", "shapes": "802816x64, 64x256", "winner": "triton_mm_25",
