@@ -4,7 +4,8 @@ Grow the batch from ``start`` by doubling until a probe runs out of device memor
 ``limit`` or the dataset size is reached), then bisect between the largest batch that fitted and
 the smallest that did not, down to ``granularity``. Where the probes report their peak memory and
 their allocator's limit, a growth step goes only to just above the batch their peaks predict the
-limit is reached at (``orchestrator.run.memory_model``), when that is below the doubled batch. A probe is a real run of the engine
+limit is reached at (``orchestrator.run.memory_model``), when that is below the doubled batch, and the
+bisection's first probe is that prediction rounded down, when it lies inside the bracket. A probe is a real run of the engine
 entrypoint through the scenario's runtime, so a failed allocation can never poison the next
 probe. A probe runs the scenario's own warmup steps, then ``probe_steps`` timed ones (over as many
 epochs as the batch needs), so it reaches every allocation the runs reach before their first timed
@@ -37,7 +38,7 @@ from orchestrator.data import PreparedSplit
 from orchestrator.engines.registry import get_engine
 from orchestrator.jsonio import read_json, write_json
 from orchestrator.run.attempt import run_attempt
-from orchestrator.run.memory_model import MemoryPoint, next_growth, predicted_max
+from orchestrator.run.memory_model import MemoryPoint, bisection_guess, next_growth, predicted_max
 from orchestrator.run.runtime_choice import ChosenRuntime
 from orchestrator.scenario import RunPlan, Scenario
 from orchestrator.scenario.matrix import build_spec
@@ -113,8 +114,8 @@ def read_recorded_probes(name: str, folder: Path, moved_to: str, config: MaxSear
 def search(probe: Probe, start: int, limit: int, granularity: int,
            note: Callable[[str], None] | None = None) -> tuple[int, list[ProbeOutcome], str | None]:
     """(maximal batch that fits, probes made, error) — grow by doubling (or, where the fitting probes' peak memory
-    predicts the maximum below the doubled batch, to just above it: orchestrator.run.memory_model), then bisect;
-    ``note`` hears why a guided step was taken."""
+    predicts the maximum below the doubled batch, to just above it: orchestrator.run.memory_model), then bisect
+    (first at the predicted maximum where it lies inside the bracket); ``note`` hears why a guided step was taken."""
     probes: list[ProbeOutcome] = []
 
     def attempt(batch: int) -> str:
@@ -135,9 +136,13 @@ def search(probe: Probe, start: int, limit: int, granularity: int,
         if batch >= limit:
             return fits, probes, None
         batch = _grow(probes, batch, limit, granularity, note)
+    guided = True  # the first bisection probe may be the predicted maximum; after it, midpoints only
     while fails - fits > granularity:
-        middle = (fits + fails) // 2
-        middle = max(fits + 1, middle - middle % granularity) if middle > granularity else middle
+        middle = _guided_middle(probes, fits, fails, granularity, note) if guided else None
+        guided = False
+        if middle is None:
+            middle = (fits + fails) // 2
+            middle = max(fits + 1, middle - middle % granularity) if middle > granularity else middle
         if middle in (fits, fails):
             break
         outcome = attempt(middle)
@@ -162,6 +167,21 @@ def _grow(probes: Sequence[ProbeOutcome], batch: int, limit: int, granularity: i
         note(f"probing {grown}, not {min(batch * 2, limit)}: the peaks of the batches that fitted "
              f"({', '.join(str(p.batch) for p in points)}) reach the {allowed / 2**30:.1f} GiB limit near {predicted:,.0f}")
     return grown
+
+
+def _guided_middle(probes: Sequence[ProbeOutcome], fits: int, fails: int, granularity: int,
+                   note: Callable[[str], None] | None) -> int | None:
+    """The bracket's first probe where the fitting probes' peaks predict the maximum inside it: the predicted
+    maximum rounded down to ``granularity`` (orchestrator.run.memory_model.bisection_guess); None for a midpoint."""
+    points = [MemoryPoint(p.batch, p.peak_memory_bytes) for p in probes if p.outcome == "fits" and p.peak_memory_bytes is not None]
+    allowed = memory_limit(probes)
+    predicted = predicted_max(points, allowed)
+    guess = bisection_guess(fits, fails, granularity, predicted)
+    if guess is not None and note is not None and allowed is not None and predicted is not None:
+        middle = (fits + fails) // 2
+        note(f"probing {guess}, not the midpoint {max(fits + 1, middle - middle % granularity)}: the peaks of the batches "
+             f"that fitted ({', '.join(str(p.batch) for p in points)}) reach the {allowed / 2**30:.1f} GiB limit near {predicted:,.0f}")
+    return guess
 
 
 def chosen_batch(max_batch: int, fraction: float, granularity: int) -> int:

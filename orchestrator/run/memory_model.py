@@ -6,8 +6,11 @@ at which batch the peak would reach the limit: the predicted maximum. Growing by
 that only runs out of memory, and a large one costs most (a JAX TResNet-M probe compiled for 205.6 s at 2,048 on
 an H200 and for more than 480 s at 4,096, issue 26), so the search grows to the first multiple of its granularity
 above the predicted maximum where that is below the doubled batch: the out-of-memory probe that closes the
-bracket is then just above the maximum, and the bisection starts from a narrow bracket. The prediction only picks
-a batch to probe; every outcome is still a real probe's.
+bracket is then just above the maximum, and the bisection starts from a narrow bracket. Its first probe is the
+predicted maximum rounded down to the granularity, where that lies inside the bracket: an exact prediction (XLA's
+buffers are planned before the run) closes the search with that one probe instead of a bisection's log2(bracket /
+granularity), and a wrong one costs one probe, after which the bisection takes midpoints. The prediction only
+picks a batch to probe; every outcome is still a real probe's.
 """
 
 from __future__ import annotations
@@ -55,3 +58,12 @@ def next_growth(batch: int, limit: int, granularity: int, predicted: float | Non
     above = (int(predicted) // granularity + 1) * granularity
     least = batch + -(-max(granularity, batch // MIN_STEP_SHARE) // granularity) * granularity
     return min(doubled, max(above, least))
+
+
+def bisection_guess(fits: int, fails: int, granularity: int, predicted: float | None) -> int | None:
+    """The bisection's first probe between ``fits`` and ``fails``: the ``predicted`` maximum rounded down to
+    ``granularity``, where that lies strictly inside the bracket; None (a midpoint) otherwise."""
+    if predicted is None:
+        return None
+    guess = int(predicted) // granularity * granularity
+    return guess if fits < guess < fails else None

@@ -267,7 +267,7 @@ def memory_limited(limit_bytes: int, per_sample: int, fixed: int, calls: list[in
 def test_peak_memory_guides_growth_to_just_above_the_predicted_maximum():
     """JAX's TResNet-M on an H200 at 95%: about 31 MB a sample over 0.6 GB in 142.6 GB. Doubling probes 2,048,
     4,096, 8,192, 6,144, 5,120, 4,608, 4,352, 4,480; guided by the peaks, 4,608 closes the bracket instead of 8,192,
-    and every batch above 4,608 is never compiled."""
+    every batch above 4,608 is never compiled, and the bisection starts at the predicted 4,480, not 4,352."""
     calls: list[int] = []
     notes: list[str] = []
     probe = memory_limited(int(132.8 * 2**30), 31_100_000, 600_000_000, calls)
@@ -275,11 +275,41 @@ def test_peak_memory_guides_growth_to_just_above_the_predicted_maximum():
     plain: list[int] = []
     found_plain, _, _ = search(limited(found, plain), 2048, 8192, 128)
     assert error is None and found == found_plain == 4480
-    assert calls == [2048, 4096, 4608, 4352, 4480] and max(calls) < 8192
+    assert calls == [2048, 4096, 4608, 4480] and max(calls) < 8192
     assert plain == [2048, 4096, 8192, 6144, 5120, 4608, 4352, 4480]
     assert [p.peak_memory_bytes for p in probes][:2] == [600_000_000 + 31_100_000 * 2048, 600_000_000 + 31_100_000 * 4096]
-    (note,) = notes
-    assert note.startswith("probing 4608, not 8192: the peaks of the batches that fitted (2048, 4096) reach the 132.8 GiB limit near 4,5")
+    growth, bisection = notes
+    assert growth.startswith("probing 4608, not 8192: the peaks of the batches that fitted (2048, 4096) reach the 132.8 GiB limit near 4,5")
+    assert bisection.startswith("probing 4480, not the midpoint 4352: the peaks of the batches that fitted (2048, 4096)")
+
+
+def test_a_wrong_prediction_costs_the_bisection_one_probe_at_most(monkeypatch):
+    """An allocator that stops short of its limit makes the guessed batch fail: the bisection then takes midpoints,
+    finds the real maximum, probes no batch twice, and makes at most one probe more than the same search bisecting
+    by midpoints only; where the allocator reaches its limit the guess saves probes."""
+    import orchestrator.run.maxbatch as maxbatch
+
+    def run(usable: float, per_sample: int, guided: bool) -> tuple[int, list[int]]:
+        if not guided:
+            monkeypatch.setattr(maxbatch, "bisection_guess", lambda *args: None)
+        calls: list[int] = []
+        found, _, error = search(memory_limited(150 * 10**9, per_sample, 7_900_000_000, calls, usable), 2048, 8192, 128)
+        monkeypatch.undo()
+        assert error is None
+        return found, calls
+
+    saved = 0
+    for usable in (0.83, 0.9, 0.97, 1.0):
+        for per_sample in (21_000_000, 28_600_000, 31_100_000):
+            truth = max(b for b in range(128, 8193, 128) if 7_900_000_000 + per_sample * b <= 150 * 10**9 * usable)
+            found, calls = run(usable, per_sample, True)
+            found_plain, plain = run(usable, per_sample, False)
+            assert found == found_plain == truth, (usable, per_sample, calls)
+            assert len(calls) == len(set(calls)) and len(calls) <= len(plain) + 1, (usable, per_sample, calls, plain)
+            if usable == 1.0:
+                assert len(calls) <= len(plain), (per_sample, calls, plain)
+                saved += len(plain) - len(calls)
+    assert saved > 0
 
 
 def test_an_allocator_that_reaches_less_than_its_limit_still_ends_at_the_real_maximum():
@@ -296,7 +326,7 @@ def test_an_allocator_that_reaches_less_than_its_limit_still_ends_at_the_real_ma
 
 
 def test_growth_rules():
-    from orchestrator.run.memory_model import MemoryPoint, next_growth, predicted_max
+    from orchestrator.run.memory_model import MemoryPoint, bisection_guess, next_growth, predicted_max
 
     assert predicted_max([], 100) is None and predicted_max([MemoryPoint(10, 50)], None) is None
     assert predicted_max([MemoryPoint(10, 50)], 100) == 20  # through the origin: 5 a sample
@@ -307,6 +337,10 @@ def test_growth_rules():
     assert next_growth(16, 4096, 4, 100.0) == 32  # doubling is the smaller step
     assert next_growth(2048, 8192, 128, 1000.0) == 2304  # below the batch that fitted: an eighth more at least
     assert next_growth(4, 4096, 8, 3.0) == 8  # at least one granularity
+    assert bisection_guess(4096, 4608, 128, 4565.7) == 4480  # the prediction rounded down to the granularity
+    assert bisection_guess(4096, 4608, 128, 4100.0) is None  # rounds down onto the batch that fitted: a midpoint
+    assert bisection_guess(4096, 4608, 128, 4700.0) is None  # above the batch that failed: the prediction is wrong
+    assert bisection_guess(4096, 4608, 128, None) is None
 
 
 def test_a_search_whose_probes_report_memory_skips_the_batches_far_above_it(capsys, monkeypatch, tmp_path, fake_engines):
