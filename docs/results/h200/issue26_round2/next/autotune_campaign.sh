@@ -8,7 +8,9 @@
 # from the figure and reports apart; Inductor's cache keeps its choices, so a second repeat is cheap. BASELINE=1 (the default) runs each cell first in the default compile mode on this machine
 # (train224_default, cifar_default): the comparison is then one machine's (`bench results compare` default vs
 # autotune), which holds on any GPU model, an H100 too; BASELINE=0 leaves only session 10's H200 artifacts to compare.
-# AUTOTUNE_FIRST=1 runs each pair's autotuned cell first; CELLS_224_ONLY=1 leaves out the CIFAR pair.
+# AUTOTUNE_FIRST=1 runs each pair's autotuned cell first; CELLS_224_ONLY=1 leaves out the CIFAR pair. PROFILE=1 (the
+# default) then profiles the 224 pair's repeat 1 in each mode (step_profile.py, 10 steps, from Inductor's caches on
+# this machine): kernel classes per step, to attribute the autotuned mode's gain (4.1% on an H100, session 18).
 # DEVICE=cpu SMOKE=1 AUTOTUNE_CIFAR_PRECISIONS=fp32 rehearses it on a CPU (tf32 needs a GPU).
 source "$(dirname "$0")/campaign_lib.sh"
 device=${DEVICE:-cuda}; smoke=(); [ "${SMOKE:-0}" = 1 ] && smoke=(--smoke)
@@ -35,5 +37,8 @@ pair() {  # pair NAME LABEL ARGS...: both modes on this machine; AUTOTUNE_FIRST=
   if [ "${AUTOTUNE_FIRST:-0}" = 1 ]; then max_autotune "$@"; default_mode "$@"; else default_mode "$@"; max_autotune "$@"; fi
 }
 pair train224 "issue 26 training" "${train224[@]}"
+if [ "${PROFILE:-1}" = 1 ]; then  # where the 224 step's time goes in each mode (step_profiles.jsonl), after both ran
+  profile train224_autotune pytorch bf16; profile train224_default pytorch bf16
+fi
 [ "${CELLS_224_ONLY:-0}" = 1 ] || pair cifar "issue 26 cifar pytorch" "${cifar[@]}"
 finish

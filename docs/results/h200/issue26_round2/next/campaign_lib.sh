@@ -3,8 +3,9 @@
 # call re-sends the working tree and a run that starts while that copy is written can miss a module.
 # Sourced again by a part of chain.sh (the setup made once, CAMPAIGN_LIB_DONE set) it only gives the functions;
 # finish writes the "finished" that poll.sh waits for, except in a part of a chain (CAMPAIGN_CHAIN=1).
-# Gives step MESSAGE (a dated line of steps.log) and bg LOG COMMAND... (the command in the background, its pid and
-# log where poll.sh finds them, waited for), and records the GPUs and the framework versions.
+# Gives step MESSAGE (a dated line of steps.log), bg LOG COMMAND... (the command in the background, its pid and
+# log where poll.sh finds them, waited for) and profile NAME ENGINE PRECISION (step_profile.py of a group's repeat 1,
+# one JSON line in step_profiles.jsonl), and records the GPUs and the framework versions.
 set -u
 out=/tmp/camp
 if [ -z "${CAMPAIGN_LIB_DONE:-}" ]; then
@@ -20,3 +21,13 @@ fi
 step() { echo "$(date -u +%H:%M:%S) $*" >> "$out/steps.log"; }
 bg() { local log=$1; shift; "$@" > "$log" 2>&1 & local pid=$!; echo $pid > "$out/current.pid"; ln -sf "$log" "$out/current.log"; wait $pid; }
 finish() { [ "${CAMPAIGN_CHAIN:-0}" = 1 ] || echo 0 > "$out/finished"; }  # chain.sh writes it after its last part
+profile() {  # profile NAME ENGINE PRECISION: step_profile.py of repeat 1 of that group in $out/NAME (a CUDA GPU only)
+  local spec
+  spec=$(ls -d "$out/$1"/*/*/runs/"$2-$3"-optimized-b*-d1-r1 2>/dev/null | head -n 1)/spec.json
+  if [ -f "$spec" ] && [ "${DEVICE:-cuda}" = cuda ]; then
+    bg "$out/profile_$1_$2_$3.log" python3 benchmarks/probes/step_profile.py "$spec" --steps 10
+    step "profile $1 $2 $3 rc $?"; grep '^{' "$out/profile_$1_$2_$3.log" >> "$out/step_profiles.jsonl"
+  else
+    step "profile $1 $2 $3: no run $spec on a CUDA device"
+  fi
+}

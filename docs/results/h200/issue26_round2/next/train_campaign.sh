@@ -26,16 +26,6 @@ step start
 bg "$out/train224.log" run scenarios/imagenet_resnet50.yaml --engines pytorch,jax --precisions bf16 --devices 1 \
   --repeats "${TRAIN224_REPEATS:-1}" --label "issue 26 training baseline" --out "$out/train224"
 step "train224 rc $?"
-profile() {  # profile NAME ENGINE PRECISION: step_profile.py of repeat 1 of that group in $out/NAME (a CUDA GPU only)
-  local spec
-  spec=$(ls -d "$out/$1"/*/*/runs/"$2-$3"-optimized-b*-d1-r1 2>/dev/null | head -n 1)/spec.json
-  if [ -f "$spec" ] && [ "$device" = cuda ]; then
-    bg "$out/profile_$1_$2_$3.log" python3 benchmarks/probes/step_profile.py "$spec" --steps 10
-    step "profile $1 $2 $3 rc $?"; grep '^{' "$out/profile_$1_$2_$3.log" >> "$out/step_profiles.jsonl"
-  else
-    step "profile $1 $2 $3: no run $spec on a CUDA device"
-  fi
-}
 profile train224 pytorch bf16; profile train224 jax bf16
 bg "$out/cifar.log" run scenarios/cifar_resnet50.yaml --engines pytorch "${cifar_matrix[@]}" --repeats 5 \
   --label "issue 26 cifar pytorch" --out "$out/cifar"
