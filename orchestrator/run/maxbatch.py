@@ -141,8 +141,7 @@ def search(probe: Probe, start: int, limit: int, granularity: int,
         middle = _guided_middle(probes, fits, fails, granularity, note) if guided else None
         guided = False
         if middle is None:
-            middle = (fits + fails) // 2
-            middle = max(fits + 1, middle - middle % granularity) if middle > granularity else middle
+            middle = _midpoint(fits, fails, granularity)
         if middle in (fits, fails):
             break
         outcome = attempt(middle)
@@ -157,15 +156,37 @@ def search(probe: Probe, start: int, limit: int, granularity: int,
     return fits, probes, None
 
 
+def _midpoint(fits: int, fails: int, granularity: int) -> int:
+    """The bisection's plain probe: the bracket's middle, rounded down to ``granularity`` (above ``fits``)."""
+    middle = (fits + fails) // 2
+    return max(fits + 1, middle - middle % granularity) if middle > granularity else middle
+
+
+class _Prediction(NamedTuple):
+    """Where the fitting probes' peaks reach their allocator's limit (orchestrator.run.memory_model.predicted_max)."""
+
+    points: list[MemoryPoint]
+    allowed: int | None
+    batch: float | None
+
+    @classmethod
+    def of(cls, probes: Sequence[ProbeOutcome]) -> _Prediction:
+        points = [MemoryPoint(p.batch, p.peak_memory_bytes) for p in probes if p.outcome == "fits" and p.peak_memory_bytes is not None]
+        allowed = memory_limit(probes)
+        return cls(points, allowed, predicted_max(points, allowed))
+
+    def reason(self) -> str:
+        """Why a guided probe was chosen, for the run's notes (only where ``batch`` and ``allowed`` are known)."""
+        return (f"the peaks of the batches that fitted ({', '.join(str(p.batch) for p in self.points)}) reach the "
+                f"{(self.allowed or 0) / 2**30:.1f} GiB limit near {self.batch or 0:,.0f}")
+
+
 def _grow(probes: Sequence[ProbeOutcome], batch: int, limit: int, granularity: int, note: Callable[[str], None] | None) -> int:
     """The next batch of the growth phase after ``batch`` fitted (orchestrator.run.memory_model.next_growth)."""
-    points = [MemoryPoint(p.batch, p.peak_memory_bytes) for p in probes if p.outcome == "fits" and p.peak_memory_bytes is not None]
-    allowed = memory_limit(probes)
-    predicted = predicted_max(points, allowed)
-    grown = next_growth(batch, limit, granularity, predicted)
-    if note is not None and predicted is not None and allowed is not None and grown < min(batch * 2, limit):
-        note(f"probing {grown}, not {min(batch * 2, limit)}: the peaks of the batches that fitted "
-             f"({', '.join(str(p.batch) for p in points)}) reach the {allowed / 2**30:.1f} GiB limit near {predicted:,.0f}")
+    prediction = _Prediction.of(probes)
+    grown = next_growth(batch, limit, granularity, prediction.batch)
+    if note is not None and prediction.batch is not None and prediction.allowed is not None and grown < min(batch * 2, limit):
+        note(f"probing {grown}, not {min(batch * 2, limit)}: {prediction.reason()}")
     return grown
 
 
@@ -173,14 +194,10 @@ def _guided_middle(probes: Sequence[ProbeOutcome], fits: int, fails: int, granul
                    note: Callable[[str], None] | None) -> int | None:
     """The bracket's first probe where the fitting probes' peaks predict the maximum inside it: the predicted
     maximum rounded down to ``granularity`` (orchestrator.run.memory_model.bisection_guess); None for a midpoint."""
-    points = [MemoryPoint(p.batch, p.peak_memory_bytes) for p in probes if p.outcome == "fits" and p.peak_memory_bytes is not None]
-    allowed = memory_limit(probes)
-    predicted = predicted_max(points, allowed)
-    guess = bisection_guess(fits, fails, granularity, predicted)
-    if guess is not None and note is not None and allowed is not None and predicted is not None:
-        middle = (fits + fails) // 2
-        note(f"probing {guess}, not the midpoint {max(fits + 1, middle - middle % granularity)}: the peaks of the batches "
-             f"that fitted ({', '.join(str(p.batch) for p in points)}) reach the {allowed / 2**30:.1f} GiB limit near {predicted:,.0f}")
+    prediction = _Prediction.of(probes)
+    guess = bisection_guess(fits, fails, granularity, prediction.batch)
+    if guess is not None and note is not None and prediction.allowed is not None:
+        note(f"probing {guess}, not the midpoint {_midpoint(fits, fails, granularity)}: {prediction.reason()}")
     return guess
 
 
