@@ -9,37 +9,15 @@ rank (orchestrator.cli.pace): steps per second and the ETA of its phase.
 
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import dataclass, field
 
 from orchestrator.cli.pace import Mark, Pace
+from orchestrator.host.phase_lines import PhaseLine, parse
+
+__all__ = ["PhaseBoard", "PhaseLine", "parse"]
 
 PACED_AFTER_FIRST_STEP = frozenset({"warmup"})  # the first step of these includes compilation: paced from it on
-PHASE_LINE = re.compile(r"^(?:\[rank (?P<rank>\d+)\] )?\[bench-engine\] phase (?P<phase>[a-z]+)(?: (?P<done>\d+)/(?P<total>\d+))?\s*$")
-
-
-@dataclass(frozen=True)
-class PhaseLine:
-    """One parsed phase line."""
-
-    rank: int | None
-    phase: str
-    done: int | None = None
-    total: int | None = None
-
-    def text(self) -> str:
-        return f"{self.phase} {self.done}/{self.total}" if self.total else self.phase
-
-
-def parse(line: str) -> PhaseLine | None:
-    """The phase line in ``line``, or None when it is another line."""
-    match = PHASE_LINE.match(line.strip())
-    if match is None:
-        return None
-    rank, done, total = match["rank"], match["done"], match["total"]
-    return PhaseLine(int(rank) if rank is not None else None, match["phase"],
-                     int(done) if done is not None else None, int(total) if total is not None else None)
 
 
 @dataclass

@@ -1,10 +1,13 @@
 """NVML samples and their summary: one ``Sample`` per GPU and tick (a row of telemetry.csv), the throttle
 reasons' names, and ``summarize_samples``: the ``TelemetrySummary`` a run's record stores under ``telemetry.gpu``
-(per-tick totals over the GPUs, then mean and max; energy in joules, from the energy counter or the power's integral)."""
+(per-tick totals over the GPUs, then mean and max; energy in joules, from the energy counter or the power's integral,
+over the whole engine process and over its timing phase)."""
 
 from __future__ import annotations
 
+import bisect
 import itertools
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, NamedTuple
 
@@ -85,6 +88,8 @@ class TelemetrySummary:
     throttle_reasons_seen: tuple[str, ...] = ()
     energy_j: float | None = None
     energy_method: str | None = None
+    steady_window_s: float | None = None  # how long the engine was in its timing phase (host clock, its phase lines)
+    steady_energy_j: float | None = None  # the GPUs' energy over that window (None: no window, or samples missing)
     per_gpu: tuple[GpuSummary, ...] = ()
     facts: GpuFactsBlock | None = None
     notes: tuple[str, ...] = ()
@@ -107,7 +112,8 @@ class TelemetrySummary:
             "util_pct": {"mean": self.util_pct[0], "max": self.util_pct[1]},
             "mem_used_max_bytes": self.mem_used_max_bytes, "temperature_max_c": self.temperature_max_c,
             "sm_clock_mean_mhz": self.sm_clock_mean_mhz, "throttle_reasons_seen": list(self.throttle_reasons_seen),
-            "energy_j": self.energy_j, "energy_method": self.energy_method, "per_gpu": [g.to_json() for g in self.per_gpu],
+            "energy_j": self.energy_j, "energy_method": self.energy_method, "steady_window_s": self.steady_window_s,
+            "steady_energy_j": self.steady_energy_j, "per_gpu": [g.to_json() for g in self.per_gpu],
             **(self.facts.to_json() if self.facts else {}), "notes": list(self.notes),
         }
 
@@ -166,8 +172,9 @@ def _per_tick(rows: list[Sample]) -> tuple[int, list[float], list[float]]:
 
 def summarize_samples(rows: list[Sample], duration_s: float, energy_start: dict[int, Any], energy_end: dict[int, Any],
                       facts: GpuFactsBlock, notes: list[str], interval_s: float, error: str | None = None,
-                      csv_name: str | None = CSV_NAME) -> TelemetrySummary:
-    """The summary stored in run.json: per-tick totals over GPUs, then mean/max; energy in joules."""
+                      csv_name: str | None = CSV_NAME, spans: Sequence[tuple[float, float]] = ()) -> TelemetrySummary:
+    """The summary stored in run.json: per-tick totals over GPUs, then mean/max; energy in joules, and over
+    ``spans`` (the timing phase, on the samples' clock) the steady window's length and energy."""
     gpus = sorted({row.gpu for row in rows} | set(energy_start))
     ticks, total_power, mean_util = _per_tick(rows)
     per_gpu = [gpu_summary(gpu, [r for r in rows if r.gpu == gpu], energy_start.get(gpu), energy_end.get(gpu)) for gpu in gpus]
@@ -178,6 +185,9 @@ def summarize_samples(rows: list[Sample], duration_s: float, energy_start: dict[
     temps = [r.temperature_c for r in rows if r.temperature_c is not None]
     clocks = [r.sm_clock_mhz for r in rows if r.sm_clock_mhz is not None]
     notes_out = list(notes)
+    window_s, steady_j = steady_energy(rows, gpus, spans)
+    if spans and steady_j is None:
+        notes_out.append("no steady-window energy: the samples do not cover the timing phase")
     if energy_j is None:
         notes_out.append("energy not available: the GPU reports neither an energy counter nor power")
     if error:
@@ -190,7 +200,50 @@ def summarize_samples(rows: list[Sample], duration_s: float, energy_start: dict[
         temperature_max_c=max(temps, default=None), sm_clock_mean_mhz=_round(_mean(clocks), 1),
         throttle_reasons_seen=tuple(throttles), energy_j=_round(energy_j, 3) if gpus else None,
         energy_method=(methods.pop() if len(methods) == 1 else "mixed" if methods else None) if energy_j is not None else None,
+        steady_window_s=_round(window_s, 3), steady_energy_j=_round(steady_j, 3),
         per_gpu=tuple(per_gpu), facts=facts, notes=tuple(notes_out))
+
+
+def steady_energy(rows: list[Sample], gpus: Sequence[int], spans: Sequence[tuple[float, float]]) -> tuple[float | None, float | None]:
+    """(the spans' total length, the GPUs' energy over them in joules): None, None without spans; the energy is
+    None where any GPU's samples do not cover a span."""
+    if not spans or not gpus:
+        return None, None
+    window = float(sum(end - start for start, end in spans))
+    total = 0.0
+    for gpu in gpus:
+        mine = sorted((r for r in rows if r.gpu == gpu), key=lambda r: r.time_s)
+        for span in spans:
+            joules = span_energy(mine, span)
+            if joules is None:
+                return window, None
+            total += joules
+    return window, total
+
+
+def span_energy(mine: list[Sample], span: tuple[float, float]) -> float | None:
+    """One GPU's energy (J) over ``span``: its energy counter (mJ) interpolated at both ends, else the integral of
+    its sampled power over the span; None where the samples (in time order) do not cover the span."""
+    counter = [(r.time_s, float(r.energy_mj)) for r in mine if r.energy_mj is not None]
+    start, end = span
+    if len(counter) >= 2 and all(b[1] >= a[1] for a, b in itertools.pairwise(counter)):
+        at_start, at_end = _interpolate(counter, start), _interpolate(counter, end)
+        return None if at_start is None or at_end is None else (at_end - at_start) / 1000.0
+    power = [(r.time_s, r.power_w) for r in mine if r.power_w is not None]
+    at_start, at_end = _interpolate(power, start), _interpolate(power, end)
+    if at_start is None or at_end is None:
+        return None
+    inside = [(start, at_start), *((t, p) for t, p in power if start < t < end), (end, at_end)]
+    return float(sum((t1 - t0) * (p0 + p1) / 2.0 for (t0, p0), (t1, p1) in itertools.pairwise(inside)))
+
+
+def _interpolate(points: list[tuple[float, float]], at: float) -> float | None:
+    """The value at ``at`` on the straight lines between ``points`` (time order); None outside them."""
+    if len(points) < 2 or not points[0][0] <= at <= points[-1][0]:
+        return None
+    index = max(1, bisect.bisect_left([t for t, _ in points], at))
+    (t0, v0), (t1, v1) = points[index - 1], points[index]
+    return v0 if t1 == t0 else v0 + (v1 - v0) * (at - t0) / (t1 - t0)
 
 
 def _integrate_power(rows: list[Sample]) -> float | None:

@@ -16,7 +16,10 @@ execute on another node: they are not sampled. Indices are NVML (PCI bus) order;
 
 Energy: the difference of ``nvmlDeviceGetTotalEnergyConsumption`` (Volta and newer) between start and
 stop, summed over the GPUs; where the counter is not supported, the integral of the sampled power
-(trapezoids). It covers the whole engine process: setup, warmup and steady state.
+(trapezoids). ``energy_j`` covers the whole engine process: setup, warmup and steady state.
+``steady_energy_j`` covers only the engine's timing phase: the monitor hears the engine's lines (``line``)
+and notes when its phase lines enter and leave ``timing`` (orchestrator.host.phase_lines); the sampled
+counter, interpolated at those instants, gives the energy in between (the power's integral without a counter).
 
 Without nvidia-ml-py, an NVIDIA driver or a GPU (or with ``device: cpu``) nothing is sampled, no CSV is
 written and ``stop()`` returns ``{'available': False, 'reason': ...}``. The monitor never raises: a
@@ -55,6 +58,7 @@ from orchestrator.host.gpus import (
     requested_devices,
     resolve_handles,
 )
+from orchestrator.host.phase_lines import TimingPhases
 
 DEFAULT_INTERVAL_S = 0.15
 INTERVAL_ENV = "BENCH_TELEMETRY_INTERVAL_S"  # seconds between samples; 0: no GPU telemetry
@@ -98,6 +102,7 @@ class GpuTelemetry:
         self._last_tick = -1.0
         self._csv_path: Path | None = None
         self._error: str | None = None
+        self._phases = TimingPhases()
 
     # -- monitor protocol -------------------------------------------------------------------
     def start(self, run_dir: Path, request: GpuRequest) -> None:
@@ -106,6 +111,10 @@ class GpuTelemetry:
         except Exception as exc:
             self._close_nvml()
             self._reason = f"telemetry could not start ({exc.__class__.__name__}: {exc})"
+
+    def line(self, text: str) -> None:
+        """One line of the engine's output, as it arrives: its phase lines mark the steady window."""
+        self._phases.line(text)
 
     def stop(self) -> TelemetrySummary:
         try:
@@ -208,12 +217,14 @@ class GpuTelemetry:
             return TelemetrySummary.unavailable(self._reason or "not started")
         self._stop.set()
         self._thread.join(timeout=10)
-        duration = time.monotonic() - self._t0
+        now = time.monotonic()
+        duration = now - self._t0
+        spans = [(start - self._t0, end - self._t0) for start, end in self._phases.spans(now)]
         energy_call = getattr(self._nvml, "nvmlDeviceGetTotalEnergyConsumption", None)
         energy_end = {i: (nvml_call(energy_call, h) if energy_call else None) for i, h in self._handles}
         return summarize_samples(self._rows, duration, self._energy_start, energy_end, self._facts, self._notes,
                                  interval_s=self.interval_s or DEFAULT_INTERVAL_S, error=self._error,
-                                 csv_name=CSV_NAME if self._csv_path and self._csv_path.exists() else None)
+                                 csv_name=CSV_NAME if self._csv_path and self._csv_path.exists() else None, spans=spans)
 
     def _close_nvml(self) -> None:
         if self._nvml is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
@@ -11,7 +12,10 @@ from bench_engine.contract import EngineResult
 from orchestrator.judge.record import RunRecord
 from orchestrator.judge.stats import interval_kind, ratio_of_medians, ratio_range, sample_summary, significance
 from orchestrator.judge.summary_model import (
+    ENERGY_DEFINITION,
     GROUP_KEYS,
+    MIXED_ENERGY_DEFINITION,
+    STEADY_ENERGY_DEFINITION,
     ApparentGroup,
     CrossFinding,
     GroupRow,
@@ -27,6 +31,10 @@ from orchestrator.judge.utilisation import utilisation
 from orchestrator.scenario.blocks import TimeToTrain
 
 __all__ = ["GROUP_KEYS", "scaling", "summarize", "work_shortfall"]
+
+# the steady window (the timing phase as the host heard it) may be this much shorter than the engine's own timed
+# windows before it is not trusted to bracket them (the lines' arrival and the clocks' reads differ by milliseconds)
+WINDOW_TOLERANCE = 0.01
 
 Run = tuple[RunRecord, EngineResult | None]  # a run record and its engine result (None when there is none)
 
@@ -54,7 +62,7 @@ def _run_row(record: RunRecord, result: EngineResult | None, warnings: Sequence[
         reason=record.reason, throughput=record.throughput, apparent_throughput=record.apparent_throughput,
         work_shortfall=work_shortfall(record), weight_change=(work.get("weight_change") or {}).get("relative"),
         setup_s=measurements.setup_s if measurements else None, warmup_s=measurements.warmup_s if measurements else None,
-        samples=samples, **_energy(record, samples), **utilisation(result, record.throughput)._asdict(), warnings=tuple(warnings),
+        samples=samples, **_energy(record, result, samples), **utilisation(result, record.throughput)._asdict(), warnings=tuple(warnings),
     )
 
 
@@ -71,30 +79,61 @@ def work_shortfall(record: RunRecord) -> str | None:
     return None
 
 
-def _energy(record: RunRecord, samples: int | None) -> dict[str, float | str | None]:
-    """GPU telemetry of a run: energy over the whole engine process and energy per processed sample (RunRow's fields)."""
+def _energy(record: RunRecord, result: EngineResult | None, samples: int | None) -> dict[str, float | str | None]:
+    """GPU telemetry of a run (RunRow's fields): the whole engine process's energy, and energy per sample and mean
+    power over the steady window (the timing phase: its energy over the timed samples) where the record has it,
+    else over the whole process (its energy over every processed sample; ``energy_scope`` says which)."""
     gpu = (record.telemetry or {}).get("gpu")
-    none = {"energy_j": None, "energy_per_sample_j": None, "power_w_mean": None, "gpu_util_pct_mean": None}
+    none = {"energy_j": None, "energy_per_sample_j": None, "energy_scope": None, "power_w_mean": None, "gpu_util_pct_mean": None}
     if not gpu:
         return {**none, "telemetry": "not recorded"}
     if not gpu.get("available"):
         return {**none, "telemetry": f"unavailable: {gpu.get('reason') or 'unknown reason'}"}
     energy = gpu.get("energy_j")
+    steady = _steady_energy(gpu, result)
+    if steady is not None:
+        per_sample, power = steady
+        scope: str | None = "steady"
+    else:
+        per_sample = energy / samples if energy is not None and samples else None
+        power, scope = (gpu.get("power_w") or {}).get("mean"), "process" if per_sample is not None else None
     return {
-        "energy_j": energy,
-        "energy_per_sample_j": energy / samples if energy is not None and samples else None,
-        "power_w_mean": (gpu.get("power_w") or {}).get("mean"),
+        "energy_j": energy, "energy_per_sample_j": per_sample, "energy_scope": scope, "power_w_mean": power,
         "gpu_util_pct_mean": (gpu.get("util_pct") or {}).get("mean"),
         "telemetry": "ok" if energy is not None else "no energy: " + "; ".join(gpu.get("notes") or ["unsupported"]),
     }
+
+
+def _steady_energy(gpu: Mapping[str, Any], result: EngineResult | None) -> tuple[float, float] | None:
+    """(J per timed sample, mean W) over the timing phase, or None: no steady window in the record, no timed samples,
+    a window shorter than the engine's own timed windows (the phase lines did not bracket the timed steps), or more
+    energy in the window than in the whole process."""
+    joules, window = gpu.get("steady_energy_j"), gpu.get("steady_window_s")
+    steady = (result.measurements.steady if result is not None and result.measurements is not None else None) or {}
+    timed_samples, timed_s = steady.get("samples"), steady.get("time_s")
+    if not (_positive(joules) and _positive(window) and isinstance(timed_samples, int) and timed_samples > 0 and _positive(timed_s)):
+        return None
+    if window < timed_s * (1.0 - WINDOW_TOLERANCE):
+        return None
+    if _positive(gpu.get("energy_j")) and joules > gpu["energy_j"] * (1.0 + WINDOW_TOLERANCE):
+        return None  # more than the whole process's: not a part of it
+    return joules / timed_samples, joules / window
+
+
+def _positive(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value > 0
 
 
 def _telemetry_overview(rows: Sequence[RunRow]) -> TelemetryOverview:
     """Whether GPU telemetry and energy were available, and why not."""
     states = [row.telemetry or "" for row in rows if row.status != "skipped"]
     with_energy = sum(1 for row in rows if row.energy_j is not None)
+    scopes = {row.energy_scope for row in rows if row.energy_scope}
+    definition = (MIXED_ENERGY_DEFINITION if len(scopes) > 1 else STEADY_ENERGY_DEFINITION if scopes == {"steady"}
+                  else ENERGY_DEFINITION)
     return TelemetryOverview(available=any(s == "ok" or s.startswith("no energy") for s in states), runs=len(states),
-                             runs_with_energy=with_energy, reasons=tuple(sorted({s for s in states if s != "ok"})))
+                             runs_with_energy=with_energy, reasons=tuple(sorted({s for s in states if s != "ok"})),
+                             energy_definition=definition)
 
 
 def _median(values: Sequence[float | None]) -> float | None:
@@ -162,14 +201,20 @@ def _group(key: tuple[Any, ...], members: Sequence[Member], estimate: Mapping[st
         setup_s=sample_summary([r.setup_s for r in rows if r.setup_s is not None]),
         warmup_s=sample_summary([r.warmup_s for r in rows if r.warmup_s is not None]),
         latency_ms=_latency(valid),
-        energy_per_sample_j=sample_summary([r.energy_per_sample_j for r in rows if r.energy_per_sample_j is not None]),
-        power_w=sample_summary([r.power_w_mean for r in rows if r.power_w_mean is not None]),
+        energy_per_sample_j=sample_summary([r.energy_per_sample_j for r in _one_scope(rows) if r.energy_per_sample_j is not None]),
+        power_w=sample_summary([r.power_w_mean for r in _one_scope(rows) if r.power_w_mean is not None]),
         achieved_tflops=_median([r.achieved_tflops for r in rows]), peak_fraction=_median([r.peak_fraction for r in rows]),
         gmacs_per_sample=next((m.row.gmacs_per_sample for m in members if m.row.gmacs_per_sample), None),
         time_to_train_h=_time_to_train(estimate, summary_tp.median if summary_tp else None),
         warnings=tuple(w.message for w in warnings), warning_ids=tuple(w.id for w in warnings),
         apparent=_apparent([m.row for m in members]), weight_change=_median([r.weight_change for r in rows]),
     )
+
+
+def _one_scope(rows: Sequence[RunRow]) -> list[RunRow]:
+    """The rows whose energy covers the steady window where any does (a group never mixes it with whole-process energy)."""
+    steady = [row for row in rows if row.energy_scope == "steady"]
+    return steady or [row for row in rows if row.energy_scope != "steady"]
 
 
 def _apparent(rows: Sequence[RunRow]) -> ApparentGroup | None:

@@ -61,6 +61,7 @@ class RunRow:
     samples: int | None = None
     energy_j: float | None = None
     energy_per_sample_j: float | None = None
+    energy_scope: str | None = None  # steady: over the timing phase and its samples; process: the whole engine process
     power_w_mean: float | None = None
     gpu_util_pct_mean: float | None = None
     telemetry: str | None = None
@@ -275,6 +276,10 @@ class CrossFinding:
 
 ENERGY_DEFINITION = ("GPU energy of the whole engine process (setup, warmup and steady state) "
                      "divided by the samples it processed")
+STEADY_ENERGY_DEFINITION = ("GPU energy over the engine's timing phase (setup, compilation and warmup excluded) "
+                            "divided by the samples of its timed steps")
+MIXED_ENERGY_DEFINITION = (f"{STEADY_ENERGY_DEFINITION}; runs recorded without that phase (energy_scope process): "
+                           f"{ENERGY_DEFINITION}")
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import signal
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from bench_engine.contract import EngineResult, RunSpec
 from orchestrator.data import PreparedSplit
@@ -39,6 +39,27 @@ class RunMonitor(Protocol):
 
     def start(self, run_dir: Path, request: GpuRequest) -> None: ...
     def stop(self) -> MonitorReport: ...
+
+
+@runtime_checkable
+class LineListener(Protocol):
+    """A monitor that also hears every line of the engine's output as it arrives (GPU telemetry: the phase lines)."""
+
+    def line(self, text: str) -> None: ...
+
+
+def _tapped(on_line: Callable[[str], None], monitors: Sequence[RunMonitor]) -> Callable[[str], None]:
+    """``on_line``, and after it every listening monitor's ``line``."""
+    listeners = [monitor for monitor in monitors if isinstance(monitor, LineListener)]
+    if not listeners:
+        return on_line
+
+    def both(text: str) -> None:
+        on_line(text)
+        for listener in listeners:
+            listener.line(text)
+
+    return both
 
 
 @dataclass(frozen=True)
@@ -93,7 +114,7 @@ def execute_spec(paths: RunPaths, spec: RunSpec, runtime: Runtime, engine: Engin
     for monitor in monitors:
         monitor.start(paths.run_dir, settings.gpu_request())
     try:
-        execution = runtime.execute(engine, paths, settings, spec.measurement.timeout_s, on_line)
+        execution = runtime.execute(engine, paths, settings, spec.measurement.timeout_s, _tapped(on_line, monitors))
     finally:
         observed = {monitor.name: monitor.stop().to_json() for monitor in monitors}
     return Attempt(spec, execution, judge(spec, execution, paths.result), observed)
