@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from collections.abc import Mapping
@@ -23,7 +24,18 @@ def put_engines_on_path(names: tuple[str, ...] = ("pytorch", "jax")) -> None:
                 sys.path.insert(0, folder)
 
 
+def use_bench_compile_caches() -> None:
+    """The persistent compilation caches bench's local runtime gives its engines (Inductor/Triton, JAX/XLA), unless
+    set: a probe of a run's spec then finds what the run compiled and autotuned (session 19's profile of a
+    max-autotune run, without them, autotuned every operation again: 8 min on an H100)."""
+    from orchestrator.runtimes.local import compile_cache_env
+
+    for key, value in compile_cache_env().items():
+        os.environ.setdefault(key, value)
+
+
 put_engines_on_path()
+use_bench_compile_caches()
 
 from bench_engine.contract import RunSpec  # noqa: E402  (its folder is put on sys.path first)
 

@@ -9,7 +9,16 @@ runs ``--steps`` steps (whole calls) under CUPTI kernel tracing and prints one J
 - ``gpu_busy_ms_per_step``: the union of the kernels' intervals per step (overlapping kernels counted once),
   and ``gpu_idle_share``: the part of the traced span with no kernel running (launch gaps, host waits);
 - ``launches_per_step`` and, per kernel class (convolution, GEMM, fusion/elementwise, optimizer, copy, other),
-  GPU time, share and kernels per step; the ``--top`` kernels by time.
+  GPU time, share and kernels per step; the ``--top`` kernels by time, and ``kernels``: every kernel name with its
+  time and calls per step, so that a profile can be classified again later (``python3 step_profile.py --reclassify
+  FILE.jsonl``).
+
+Inductor names its Triton kernels after the operations they fuse (``triton_poi_fused_..._convolution_backward_...``
+is a pointwise kernel beside a convolution's backward, not a convolution): a name Inductor gave is classified by its
+kind first (``triton_poi``/``triton_red``/``triton_per``: fusion/elementwise; a ``triton_tem`` template: convolution
+when it fuses one, else GEMM). Until session 19 the convolution pattern came first, so the PyTorch profiles published
+before counted such pointwise kernels as convolution time (their ``conv`` figures are upper bounds, their
+fusion/elementwise lower bounds).
 
 The tracer is torch.profiler's (CUPTI activity records every kernel of the process, the ones XLA launches
 included, inside CUDA graphs too), read back from its Chrome trace: a JAX probe needs torch beside JAX.
@@ -42,8 +51,16 @@ CLASSES = (
 )
 
 
+INDUCTOR_KERNEL = re.compile(r"^triton_(?P<kind>poi|red|per|tem)_")
+
+
 def classify(name: str) -> str:
-    """The kernel class of a kernel name (the first pattern that matches)."""
+    """The kernel class of a kernel name: an Inductor kernel's by its kind, any other's by the first pattern that matches."""
+    inductor = INDUCTOR_KERNEL.match(name)
+    if inductor is not None:
+        if inductor["kind"] != "tem":
+            return "fusion/elementwise"
+        return "convolution" if "convolution" in name else "gemm"
     for label, pattern in CLASSES:
         if pattern.search(name):
             return label
@@ -83,18 +100,39 @@ def summarise(kernels: list[tuple[str, float, float]], steps: int, wall_s: float
             table[key][0] += dur
             table[key][1] += 1
     summed = sum(v[0] for v in per_class.values())
+    by_time = sorted(per_name.items(), key=lambda kv: -kv[1][0])
     return {
         "steps": steps, "step_wall_ms": round(wall_s / steps * 1e3, 4),
         "gpu_busy_ms_per_step": round(busy / steps / 1e3, 4),
         "gpu_idle_share": round(1.0 - busy / span_us, 4) if span_us > 0 else 0.0,
         "kernel_sum_ms_per_step": round(summed / steps / 1e3, 4),
         "launches_per_step": round(len(kernels) / steps, 1),
-        "classes": {label: {"ms_per_step": round(us / steps / 1e3, 4), "share": round(us / summed, 4) if summed else 0.0,
-                            "kernels_per_step": round(count / steps, 1)}
-                    for label, (us, count) in sorted(per_class.items(), key=lambda kv: -kv[1][0])},
+        "classes": class_table({label: (us / steps / 1e3, count / steps) for label, (us, count) in per_class.items()}),
         "top_kernels": [{"name": name[:120], "ms_per_step": round(us / steps / 1e3, 4), "calls_per_step": round(count / steps, 2)}
-                        for name, (us, count) in sorted(per_name.items(), key=lambda kv: -kv[1][0])[:top]],
+                        for name, (us, count) in by_time[:top]],
+        "kernels": [[name, round(us / steps / 1e3, 5), round(count / steps, 2)] for name, (us, count) in by_time],
     }
+
+
+def class_table(per_class: dict[str, tuple[float, float]]) -> dict[str, dict[str, float]]:
+    """``classes`` of a profile from (ms per step, kernels per step) per class, the longest first."""
+    summed = sum(ms for ms, _ in per_class.values())
+    return {label: {"ms_per_step": round(ms, 4), "share": round(ms / summed, 4) if summed else 0.0, "kernels_per_step": round(count, 1)}
+            for label, (ms, count) in sorted(per_class.items(), key=lambda kv: -kv[1][0])}
+
+
+def reclassify(profile: dict[str, Any]) -> dict[str, Any]:
+    """``profile`` with its ``classes`` computed again from its ``kernels`` (by this version's ``classify``); a profile
+    without them (written before session 19) is returned as it is, with a note."""
+    if "classes" not in profile:  # another line of a profile's log (an autotune choice)
+        return profile
+    if not profile.get("kernels"):
+        return {**profile, "note": "no kernels table (a profile written before session 19): its classes stay as written"}
+    per_class: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for name, ms, calls in profile["kernels"]:
+        per_class[classify(name)][0] += ms
+        per_class[classify(name)][1] += calls
+    return {**profile, "classes": class_table({label: (ms, count) for label, (ms, count) in per_class.items()})}
 
 
 def loop_trace_warning(engine: str, steps_per_call: int) -> str | None:
@@ -202,13 +240,22 @@ def profile(spec_path: Path, steps: int, warmup: int, top: int, options: dict[st
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("spec", type=Path, help="a run folder's spec.json")
+    parser.add_argument("spec", type=Path, nargs="?", help="a run folder's spec.json")
+    parser.add_argument("--reclassify", type=Path, metavar="FILE.jsonl",
+                        help="print the profiles of FILE.jsonl with their classes computed again from their kernels (no GPU)")
     parser.add_argument("--steps", type=int, default=50, help="traced steps (rounded to whole calls)")
     parser.add_argument("--warmup", type=int, default=40)
     parser.add_argument("--top", type=int, default=12)
     parser.add_argument("--option", type=parse_option, action="append", default=[], metavar="KEY=VALUE",
                         help="an engine option over the spec's (repeatable), e.g. steps_per_dispatch=1")
     args = parser.parse_args(argv)
+    if args.reclassify is not None:
+        for line in args.reclassify.read_text().splitlines():
+            if line.strip():
+                print(json.dumps(reclassify(json.loads(line))))
+        return 0
+    if args.spec is None:
+        parser.error("a spec.json (or --reclassify FILE.jsonl) is needed")
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # leave torch's CUPTI room beside JAX
     print(json.dumps(profile(args.spec, args.steps, args.warmup, args.top, dict(args.option))), flush=True)
     return 0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import sys
 from pathlib import Path
 
@@ -9,7 +11,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "probes"))
 
-from step_profile import busy_us, classify, kernels_of_trace, summarise
+from run_folder import use_bench_compile_caches
+from step_profile import busy_us, classify, kernels_of_trace, main, reclassify, summarise
 
 
 def test_overlapping_kernels_count_once_and_gaps_not_at_all() -> None:
@@ -36,6 +39,48 @@ def test_only_gpu_events_are_read_from_the_trace() -> None:
     assert kernels_of_trace(trace) == [("k", 5.0, 2.0), ("Memcpy HtoD", 8.0, 1.0)]
     assert classify("Memcpy HtoD") == "copy" and classify("loop_add_fusion") == "fusion/elementwise"
     assert classify("cutlass_80_tensorop_gemm") == "gemm" and classify("mystery") == "other"
+
+
+def test_inductor_kernels_are_classified_by_their_kind_not_the_operations_they_fuse() -> None:
+    # names from session 19's H100 profiles: Inductor names a kernel after what it fuses
+    assert classify("triton_poi_fused__native_batch_norm_legit_functional_add_convolution_backward_native_batch_norm_b") == \
+        "fusion/elementwise"
+    assert classify("triton_red_fused__native_batch_norm_legit_functional_convolution_1") == "fusion/elementwise"
+    assert classify("triton_per_fused_convolution_backward_sum_2") == "fusion/elementwise"
+    assert classify("triton_tem_fused_convolution_3") == "convolution" and classify("triton_tem_fused_addmm_4") == "gemm"
+    assert classify("sm90_xmma_dgrad_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nhwc") == "convolution"
+
+
+def test_a_profile_keeps_every_kernel_and_can_be_classified_again() -> None:
+    kernels = [("sm90_xmma_fprop_implicit_gemm", 0.0, 6.0), ("triton_poi_fused_add_convolution_relu_0", 6.0, 2.0),
+               ("sm90_xmma_fprop_implicit_gemm", 10.0, 6.0), ("triton_poi_fused_add_convolution_relu_0", 16.0, 2.0)]
+    out = summarise(kernels, steps=2, wall_s=40e-6, top=1)
+    assert out["kernels"] == [["sm90_xmma_fprop_implicit_gemm", 0.006, 1.0], ["triton_poi_fused_add_convolution_relu_0", 0.002, 1.0]]
+    assert out["classes"]["fusion/elementwise"]["ms_per_step"] == pytest.approx(0.002)
+    written = {**out, "classes": {"convolution": {"ms_per_step": 0.008, "share": 1.0, "kernels_per_step": 2.0}}}  # the old order
+    assert reclassify(written)["classes"] == out["classes"]
+    old = {"classes": {"convolution": {"ms_per_step": 1.0, "share": 1.0, "kernels_per_step": 1.0}}}
+    assert reclassify(old)["classes"] == old["classes"] and "before session 19" in reclassify(old)["note"]
+    choice = {"num_choices": 3, "best_kernel": "mm"}  # an autotune choice line of the same log
+    assert reclassify(choice) == choice
+
+
+def test_reclassify_reads_a_profiles_file_without_a_gpu(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = summarise([("triton_poi_fused_convolution_0", 0.0, 4.0)], steps=1, wall_s=1e-5, top=1)
+    written = {**out, "classes": {"convolution": {"ms_per_step": 0.004, "share": 1.0, "kernels_per_step": 1.0}}}
+    profiles = tmp_path / "step_profiles.jsonl"
+    profiles.write_text(json.dumps(written) + "\n\n")
+    assert main(["--reclassify", str(profiles)]) == 0
+    assert list(json.loads(capsys.readouterr().out)["classes"]) == ["fusion/elementwise"]
+
+
+def test_the_probes_use_bench_compile_caches(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("BENCH_COMPILE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", str(tmp_path / "mine"))
+    use_bench_compile_caches()
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "cache" / "inductor")
+    assert os.environ["JAX_COMPILATION_CACHE_DIR"] == str(tmp_path / "mine")  # a caller's own stays
 
 
 def test_every_step_is_handed_to_the_workload_and_a_call_stays_inside_its_epoch() -> None:

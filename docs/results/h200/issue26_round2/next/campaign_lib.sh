@@ -26,7 +26,7 @@ profile() {  # profile NAME ENGINE PRECISION: step_profile.py of repeat 1 of tha
   spec=$(ls -d "$out/$1"/*/*/runs/"$2-$3"-optimized-b*-d1-r1 2>/dev/null | head -n 1)/spec.json
   if [ -f "$spec" ] && [ "${DEVICE:-cuda}" = cuda ]; then
     bg "$out/profile_$1_$2_$3.log" python3 benchmarks/probes/step_profile.py "$spec" --steps 10
-    step "profile $1 $2 $3 rc $?"; grep '^{' "$out/profile_$1_$2_$3.log" >> "$out/step_profiles.jsonl"
+    step "profile $1 $2 $3 rc $?"; grep '^{"engine"' "$out/profile_$1_$2_$3.log" >> "$out/step_profiles.jsonl"
   else
     step "profile $1 $2 $3: no run $spec on a CUDA device"
   fi
