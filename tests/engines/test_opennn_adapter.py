@@ -56,6 +56,16 @@ def test_result_merges_the_driver_events(make_spec, tmp_path):
     assert plan.splitlines()[0] == "bench-opennn-plan 1" and "optimizer sgd" in plan
 
 
+def test_the_adapter_says_the_drivers_phases(make_spec, tmp_path):
+    spec = make_spec("opennn", steps_per_epoch=3, epochs=2, warmup=2)
+    spec["measurement"]["window_steps"] = 2
+    code, _, log = _run(spec, tmp_path)
+    assert code == 0, log
+    said = [line.removeprefix("[bench-engine] phase ") for line in log.splitlines() if line.startswith("[bench-engine] phase ")]
+    assert said[0] == "setup" and said[-1] == "done"
+    assert said.index("warmup 0/2") < said.index("timing 0/4") < said.index("timing 4/4")  # from the events, in order
+
+
 def test_a_driver_crash_keeps_what_was_measured(make_spec, tmp_path):
     spec = make_spec("opennn", steps_per_epoch=3, warmup=1)
     spec["measurement"]["window_steps"] = 1

@@ -19,6 +19,7 @@ from types import FrameType
 
 import numpy as np
 
+from bench_engine import progress
 from bench_engine.contract import EngineResult, RunSpec
 from bench_engine.data import CANONICAL_FILES, DatasetError, split_sha256
 from bench_engine.main import read_command_line
@@ -30,7 +31,8 @@ from bench_opennn.child import EXIT_UNSUPPORTED, Interrupted, child_env, run_dri
 from bench_opennn.events import DriverEvents, parse_events
 from bench_opennn.initload import Layout
 from bench_opennn.locate import DriverMissing, find_driver
-from bench_opennn.plan import Switches, UnsupportedSchedule, check_schedule, plan_text, resolve_switches
+from bench_opennn.phases import POLL_S, EventPhases
+from bench_opennn.plan import Switches, UnsupportedSchedule, check_schedule, phase_steps, plan_text, resolve_switches
 from bench_opennn.sharedinit import init_readback, moved_weights, shared_init
 
 START = time.monotonic()
@@ -88,6 +90,7 @@ def _fail(run: _Run, kind: str, message: str) -> None:
 def _drive(spec: RunSpec, run: _Run, work_dir: Path, spec_dir: Path) -> None:
     """Everything a run does: find the driver, check the data and the schedule, run the plan (after the
     shared weights' layout pass), read the events."""
+    progress.phase("setup")
     run.driver, run.info = find_driver(run.cuda)
     folder, samples = check_dataset(spec)
     run.dataset = (spec.parity.dataset.sha256, samples)
@@ -110,7 +113,8 @@ def _drive(spec: RunSpec, run: _Run, work_dir: Path, spec_dir: Path) -> None:
             raise DatasetError(f"initial weights: {exc}") from None
     plan.write_text(plan_text(spec, folder, samples, run.cuda, switches, events_path, init_keys))
     log(f"driver {run.driver} ({'cuda' if run.cuda else 'cpu'}), plan {plan}")
-    returncode = run_driver(run.driver, plan, env)
+    phases = EventPhases(events_path, *phase_steps(spec, samples))  # the phase lines, from the events as they come
+    returncode = run_driver(run.driver, plan, env, on_tick=phases.poll, tick_s=POLL_S)
     if layout and events_path.is_file() and "applied init shared" in events_path.read_text():
         run.init_sha = init_readback(layout, init_keys)
     run.events = events = parse_events(events_path)

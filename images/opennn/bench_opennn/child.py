@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
@@ -41,8 +42,10 @@ def _die_with_parent() -> None:
         pass
 
 
-def run_driver(driver: Path, plan: Path, env: dict[str, str]) -> int:
-    """Run the driver to its end; SIGINT/SIGTERM stop it (TERM, then KILL after a grace period)."""
+def run_driver(driver: Path, plan: Path, env: dict[str, str], on_tick: Callable[[], None] | None = None,
+               tick_s: float = 0.2) -> int:
+    """Run the driver to its end; SIGINT/SIGTERM stop it (TERM, then KILL after a grace period). ``on_tick`` is
+    called every ``tick_s`` seconds while it runs and once after it ended (the events' phases, bench_opennn.phases)."""
     child = subprocess.Popen([str(driver), str(plan)], env=env, preexec_fn=_die_with_parent)
     stop: list[int] = []
 
@@ -53,9 +56,11 @@ def run_driver(driver: Path, plan: Path, env: dict[str, str]) -> int:
     try:
         while True:
             try:
-                code = child.wait(timeout=0.2)
+                code = child.wait(timeout=tick_s)
                 break
             except subprocess.TimeoutExpired:
+                if on_tick is not None:
+                    on_tick()
                 if stop:
                     child.terminate()
                     try:
@@ -69,4 +74,6 @@ def run_driver(driver: Path, plan: Path, env: dict[str, str]) -> int:
             signal.signal(sig, handler)
     if stop:
         raise Interrupted()
+    if on_tick is not None:
+        on_tick()
     return code

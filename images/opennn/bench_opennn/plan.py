@@ -115,7 +115,14 @@ def plan_text(spec: RunSpec, dataset_dir: Path, samples: int, cuda: bool, switch
         **(extra or {}),
     }
     lines = ["bench-opennn-plan 1"] + [f"{key} {value}" for key, value in values.items()]
+    # the blocks below are phase_steps' too: the adapter says the phases from the driver's events of these blocks
     for block in timing_blocks(spec.schedule, samples):
         steps = " ".join(f"{step.start}:{step.size}" for step in block.steps)
         lines.append(f"block {block.epoch} {int(block.warmup)} {int(block.last_of_epoch)} {steps}")
     return "\n".join(lines) + "\n"
+
+
+def phase_steps(spec: RunSpec, samples: int) -> tuple[int, int]:
+    """(warmup steps, timed steps) of the plan's blocks (plan_text writes them; bench_opennn.phases counts them)."""
+    blocks = list(timing_blocks(spec.schedule, samples))
+    return sum(len(b.steps) for b in blocks if b.warmup), sum(len(b.steps) for b in blocks if not b.warmup)
