@@ -52,6 +52,9 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
 )}
 
 
+ENERGY_METRICS = frozenset({"energy", "power"})  # over the steady window since session 19, the whole process before
+
+
 @dataclass(frozen=True)
 class Point:
     """One cell in one artifact."""
@@ -245,6 +248,10 @@ def build_history(scenario: str, metric: Metric, entries: Sequence[Listed], read
     gpus = {e.gpu for e in used}
     if len(gpus) > 1:
         warnings.append("the artifacts ran on different GPUs: " + ", ".join(sorted(g or "none" for g in gpus)))
+    definitions = {e.summary.telemetry.energy_definition for e in used if e.summary.telemetry is not None}
+    if metric.name in ENERGY_METRICS and len(definitions) > 1:
+        warnings.append("the artifacts' energy figures are defined differently (a change of definition is not a change "
+                        "of the engine): " + " | ".join(sorted(definitions)))
     return History(scenario, metric, tuple(used), tuple(points), tuple(skipped), tuple(warnings))
 
 

@@ -303,3 +303,21 @@ def test_report_history_section(results: Path, monkeypatch, capsys, tmp_path: Pa
     assert "PyTorch 2.10.0 -&gt; PyTorch 2.11.0: +5.0%" in html and html.count('id="history"') == 1
     code, _, _ = run_cli(["results", "report", results / "synthetic" / MID, "--html", "--out", tmp_path / "plain"], monkeypatch, capsys)
     assert code == 0 and 'id="history"' not in (tmp_path / "plain" / "report.html").read_text()
+
+
+def test_a_history_of_energy_says_when_the_artifacts_define_it_differently() -> None:
+    from types import SimpleNamespace
+
+    from orchestrator.judge.summary_model import ENERGY_DEFINITION, STEADY_ENERGY_DEFINITION, TelemetryOverview
+    from orchestrator.reports.history import METRICS, build_history
+
+    def entry(name: str, definition: str) -> SimpleNamespace:
+        summary = SimpleNamespace(smoke=False, telemetry=TelemetryOverview(True, 1, 1, (), definition))
+        return SimpleNamespace(artifact_id=name, time=None, summary=summary, gpu="NVIDIA H200")
+
+    entries = [entry("a", ENERGY_DEFINITION), entry("b", STEADY_ENERGY_DEFINITION)]
+    mixed = build_history("s", METRICS["energy"], entries, lambda e: [SimpleNamespace(cell=("pytorch",), median=None)])
+    assert len(mixed.warnings) == 1 and "defined differently" in mixed.warnings[0] and STEADY_ENERGY_DEFINITION in mixed.warnings[0]
+    assert build_history("s", METRICS["throughput"], entries, lambda e: [SimpleNamespace(cell=("pytorch",), median=None)]).warnings == ()
+    same = [entry("a", STEADY_ENERGY_DEFINITION), entry("b", STEADY_ENERGY_DEFINITION)]
+    assert build_history("s", METRICS["power"], same, lambda e: [SimpleNamespace(cell=("pytorch",), median=None)]).warnings == ()
