@@ -52,7 +52,7 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
 )}
 
 
-ENERGY_METRICS = frozenset({"energy", "power"})  # over the steady window since session 19, the whole process before
+ENERGY_METRICS = frozenset({"energy", "power"})  # the steady window's in new artifacts, the whole process's in older ones
 
 
 @dataclass(frozen=True)
