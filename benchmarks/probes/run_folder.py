@@ -26,8 +26,9 @@ def put_engines_on_path(names: tuple[str, ...] = ("pytorch", "jax")) -> None:
 
 def use_bench_compile_caches() -> None:
     """The persistent compilation caches bench's local runtime gives its engines (Inductor/Triton, JAX/XLA), unless
-    set: a probe of a run's spec then finds what the run compiled and autotuned (session 19's profile of a
-    max-autotune run, without them, autotuned every operation again: 8 min on an H100)."""
+    set, called by a probe's ``main`` (never at import: importing a probe leaves the caller's environment as it is):
+    a probe of a run's spec then finds what the run compiled and autotuned (session 19's profile of a max-autotune
+    run, without them, autotuned every operation again: 8 min on an H100)."""
     from orchestrator.runtimes.local import compile_cache_env
 
     for key, value in compile_cache_env().items():
@@ -35,7 +36,6 @@ def use_bench_compile_caches() -> None:
 
 
 put_engines_on_path()
-use_bench_compile_caches()
 
 from bench_engine.contract import RunSpec  # noqa: E402  (its folder is put on sys.path first)
 

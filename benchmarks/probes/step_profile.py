@@ -130,8 +130,9 @@ def reclassify(profile: dict[str, Any]) -> dict[str, Any]:
         return {**profile, "note": "no kernels table (a profile written before session 19): its classes stay as written"}
     per_class: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
     for name, ms, calls in profile["kernels"]:
-        per_class[classify(name)][0] += ms
-        per_class[classify(name)][1] += calls
+        totals = per_class[classify(name)]
+        totals[0] += ms
+        totals[1] += calls
     return {**profile, "classes": class_table({label: (ms, count) for label, (ms, count) in per_class.items()})}
 
 
@@ -250,13 +251,21 @@ def main(argv: list[str] | None = None) -> int:
                         help="an engine option over the spec's (repeatable), e.g. steps_per_dispatch=1")
     args = parser.parse_args(argv)
     if args.reclassify is not None:
-        for line in args.reclassify.read_text().splitlines():
-            if line.strip():
-                print(json.dumps(reclassify(json.loads(line))))
+        try:
+            profiles = [json.loads(line) for line in args.reclassify.read_text().splitlines() if line.strip()]
+            if not all(isinstance(p, dict) for p in profiles):
+                raise ValueError("a line is not a JSON object")
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            parser.error(f"--reclassify {args.reclassify}: {exc}")
+        for found in profiles:
+            print(json.dumps(reclassify(found)))
         return 0
     if args.spec is None:
         parser.error("a spec.json (or --reclassify FILE.jsonl) is needed")
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # leave torch's CUPTI room beside JAX
+    from run_folder import use_bench_compile_caches
+
+    use_bench_compile_caches()
     print(json.dumps(profile(args.spec, args.steps, args.warmup, args.top, dict(args.option))), flush=True)
     return 0
 

@@ -233,8 +233,7 @@ def span_energy(mine: list[Sample], span: tuple[float, float]) -> float | None:
     at_start, at_end = _interpolate(power, start), _interpolate(power, end)
     if at_start is None or at_end is None:
         return None
-    inside = [(start, at_start), *((t, p) for t, p in power if start < t < end), (end, at_end)]
-    return float(sum((t1 - t0) * (p0 + p1) / 2.0 for (t0, p0), (t1, p1) in itertools.pairwise(inside)))
+    return _trapezoids([(start, at_start), *((t, p) for t, p in power if start < t < end), (end, at_end)])
 
 
 def _interpolate(points: list[tuple[float, float]], at: float) -> float | None:
@@ -248,6 +247,9 @@ def _interpolate(points: list[tuple[float, float]], at: float) -> float | None:
 
 def _integrate_power(rows: list[Sample]) -> float | None:
     points = [(r.time_s, r.power_w) for r in rows if r.power_w is not None]
-    if len(points) < 2:
-        return None
+    return _trapezoids(points) if len(points) >= 2 else None
+
+
+def _trapezoids(points: list[tuple[float, float]]) -> float:
+    """The integral of (time, power) points in time order, by trapezoids."""
     return float(sum((t1 - t0) * (p0 + p1) / 2.0 for (t0, p0), (t1, p1) in itertools.pairwise(points)))

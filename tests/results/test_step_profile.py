@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import sys
@@ -11,6 +12,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "probes"))
 
+import run_folder
 from run_folder import use_bench_compile_caches
 from step_profile import busy_us, classify, kernels_of_trace, main, reclassify, summarise
 
@@ -72,9 +74,22 @@ def test_reclassify_reads_a_profiles_file_without_a_gpu(tmp_path: Path, capsys: 
     profiles.write_text(json.dumps(written) + "\n\n")
     assert main(["--reclassify", str(profiles)]) == 0
     assert list(json.loads(capsys.readouterr().out)["classes"]) == ["fusion/elementwise"]
+    (tmp_path / "bad.jsonl").write_text("{not json\n")
+    (tmp_path / "list.jsonl").write_text("[1, 2]\n")
+    for name, why in [("missing.jsonl", "No such file"), ("bad.jsonl", "Expecting property name"), ("list.jsonl", "not a JSON object")]:
+        with pytest.raises(SystemExit) as stop:
+            main(["--reclassify", str(tmp_path / name)])
+        assert stop.value.code == 2 and why in capsys.readouterr().err.strip().splitlines()[-1]
+
+
+def test_importing_a_probe_leaves_the_environment_alone() -> None:
+    before = dict(os.environ)
+    importlib.reload(run_folder)
+    assert dict(os.environ) == before
 
 
 def test_the_probes_use_bench_compile_caches(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(os, "environ", dict(os.environ))  # every key it sets goes with the test
     monkeypatch.setenv("BENCH_COMPILE_CACHE", str(tmp_path / "cache"))
     monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
     monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", str(tmp_path / "mine"))

@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bench_engine.progress import Heartbeat, current
+from bench_opennn.events import DriverEvents, read_event
 
 POLL_S = 0.02  # how often the adapter looks at the events file while the driver runs
 
@@ -26,6 +27,7 @@ class EventPhases:
         self.warmup_left = warmup_steps
         self.warmup_steps, self.timed_steps = warmup_steps, timed_steps
         self.beat = heartbeat or current()
+        self.events = DriverEvents()  # what the lines read so far say (bench_opennn.events)
         self._offset = 0
         self._partial = b""
 
@@ -40,20 +42,21 @@ class EventPhases:
         self._offset += len(chunk)
         *lines, self._partial = (self._partial + chunk).split(b"\n")
         for line in lines:
-            self._event(line.decode("utf-8", "replace").split())
+            self._event(line.decode("utf-8", "replace"))
 
-    def _event(self, fields: list[str]) -> None:
-        kind = fields[0] if fields else ""
-        if kind == "setup_done" and self.beat.phase_name in ("start", "setup"):
+    def _event(self, line: str) -> None:
+        events = self.events
+        had_setup, blocks, had_done = events.setup_done is not None, len(events.blocks), events.done
+        read_event(events, line)
+        if events.setup_done is not None and not had_setup:
             self._after_warmup() if self.warmup_left <= 0 else self.beat.phase("warmup", self.warmup_steps)
-        elif kind == "block" and len(fields) > 3 and fields[3].isdigit():  # block EPOCH WARMUP STEPS SAMPLES SECONDS LOSS
-            steps = int(fields[3])
-            self.beat.step(steps)
-            if fields[2] == "1":
-                self.warmup_left -= steps
+        for block in events.blocks[blocks:]:
+            self.beat.step(block["steps"])
+            if block["warmup"]:
+                self.warmup_left -= block["steps"]
                 if self.warmup_left <= 0:
                     self._after_warmup()
-        elif kind == "done" and self.beat.phase_name != "done":
+        if events.done and not had_done:
             self.beat.phase("done")
 
     def _after_warmup(self) -> None:
