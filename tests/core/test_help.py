@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+import shellingham
 
 from orchestrator.cli.app import command
 from tests.core.cli_helpers import run_cli
@@ -42,6 +43,8 @@ def test_completion_is_offered(capsys, monkeypatch) -> None:
     _, out, _ = run_cli(capsys, monkeypatch, "--help")
     assert "--install-completion" in out and "--show-completion" in out
     monkeypatch.setenv("SHELL", "/bin/bash")
+    # Typer finds the shell by walking the process tree: a suite started under nohup or cron has none above it
+    monkeypatch.setattr(shellingham, "detect_shell", lambda *_a, **_k: ("bash", "/bin/bash"))
     code, out, _ = run_cli(capsys, monkeypatch, "--show-completion")
     assert code == 0 and "_BENCH_COMPLETE=complete_bash" in out
 
