@@ -210,6 +210,41 @@ def test_split_normalised_on_the_device_has_the_host_normalisations_bits(monkeyp
     assert np.array_equal(out.numpy().view(np.uint32), normalize(images).view(np.uint32))
 
 
+def test_inductor_kernel_tuning_is_an_option_for_compiled_cuda_runs() -> None:
+    from bench_engine.api import UnsupportedError
+    from bench_pytorch.options import resolve_plan
+    from tests.conftest import run_spec
+
+    auto = resolve_plan(run_spec(path="optimized"), cuda=True)
+    assert not auto.kernel_tuning and auto.optimizations["inductor_kernel_tuning"].detail.startswith("auto: off")
+    on = resolve_plan(run_spec(path="optimized", engine_options={"inductor_kernel_tuning": True}), cuda=True)
+    assert on.kernel_tuning and on.optimizations["inductor_kernel_tuning"].applied
+    assert "coordinate_descent_tuning" in on.optimizations["inductor_kernel_tuning"].detail
+    cpu = resolve_plan(run_spec(path="optimized", engine_options={"inductor_kernel_tuning": True}), cuda=False)
+    assert not cpu.kernel_tuning and cpu.optimizations["inductor_kernel_tuning"].detail.startswith("cpu:")
+    mode = resolve_plan(run_spec(path="optimized", engine_options={"compile_mode": "max-autotune-no-cudagraphs"}), cuda=True)
+    assert not mode.kernel_tuning  # the mode sets both itself; the report says so, applied
+    assert mode.optimizations["inductor_kernel_tuning"].applied and "itself" in mode.optimizations["inductor_kernel_tuning"].detail
+    assert not resolve_plan(run_spec(path="baseline", engine_options={"inductor_kernel_tuning": True}), cuda=True).kernel_tuning
+    with pytest.raises(UnsupportedError, match="needs compile"):
+        resolve_plan(run_spec(path="optimized", engine_options={"inductor_kernel_tuning": True, "compile": False}), cuda=True)
+
+
+def test_the_plan_reaches_inductors_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kernel tuning sets both of Inductor's settings, freezing its own, and a plan without them leaves all three off."""
+    import torch._inductor.config as inductor_config
+
+    from bench_pytorch.options import OptimizationPlan
+    from bench_pytorch.workload import configure_inductor
+
+    keys = ("max_autotune_pointwise", "coordinate_descent_tuning", "freezing")
+    for tuning, freezing in ((False, False), (True, False), (False, True)):
+        for key in keys:
+            monkeypatch.setattr(inductor_config, key, False)
+        configure_inductor(OptimizationPlan(cuda=True, compile=True, kernel_tuning=tuning, freezing=freezing))
+        assert [getattr(inductor_config, key) for key in keys] == [tuning, tuning, freezing]
+
+
 def test_freezing_is_on_for_compiled_cuda_inference_only() -> None:
     from bench_engine.api import UnsupportedError
     from bench_pytorch.options import resolve_plan

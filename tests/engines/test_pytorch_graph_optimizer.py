@@ -187,6 +187,20 @@ def test_freezing_a_training_run_is_refused_up_front(tmp_path: Path, capsys: pyt
     assert code == 0, err
 
 
+def test_kernel_tuning_without_compile_is_refused_up_front(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    path = _scenario(tmp_path, "{inductor_kernel_tuning: true, compile: false}")
+    code, out, err = run_cli(capsys, monkeypatch, "scenario", "validate", str(path))
+    assert code == 2 and not out
+    assert len(err.strip().splitlines()) == 1 and "engines.pytorch.options.inductor_kernel_tuning: true" in err
+    assert "needs compile" in err
+    for options in ("{inductor_kernel_tuning: true}", "{inductor_kernel_tuning: auto, compile: false}"):
+        code, _, err = run_cli(capsys, monkeypatch, "scenario", "validate", str(_scenario(tmp_path, options)))
+        assert code == 0, err
+    code, _, err = run_cli(capsys, monkeypatch, "scenario", "validate", str(_scenario(tmp_path, "{inductor_kernel_tuning: sometimes}")))
+    assert code == 2 and "inductor_kernel_tuning" in err and len(err.strip().splitlines()) == 1
+
+
 @pytest.mark.parametrize(("options", "precisions"), [
     ("{cuda_graphs: true, fused_optimizer: true}", "[tf32, fp16]"),  # fused: captured
     ("{cuda_graphs: auto, fused_optimizer: false}", "[tf32, fp16]"),  # auto: the engine falls back and says so

@@ -15,6 +15,7 @@ from bench_pytorch.optimizer import CLASS_NAMES
 DEFAULT_COMPILE_MODE = "default"  # max-autotune* autotunes every conv: over 5 min for ResNet-50 on an H200
 # compile modes whose inductor captures CUDA graphs itself (a capture cannot nest in ours)
 INDUCTOR_GRAPH_MODES = ("reduce-overhead", "max-autotune")
+AUTOTUNE_MODES = ("max-autotune", "max-autotune-no-cudagraphs")  # modes that tune Inductor's own kernels themselves
 DEFAULT_GRAPH_WARMUP = 3  # side-stream iterations before capture (the PyTorch CUDA graph docs use 3)
 DDP_GRAPH_WARMUP = 11
 FP16_UNFUSED = ("fp16 loss scaling with the unfused {optimizer} reads GradScaler's found_inf on the host (.item()), "
@@ -35,6 +36,7 @@ class OptimizationPlan:
     capturable_optimizer: bool = False  # the optimizer is built for a captured step (Adam: capturable=True)
     cudnn_benchmark: bool = False
     freezing: bool = False  # inference: Inductor freezing (weights constant, BatchNorm folded into the convolutions)
+    kernel_tuning: bool = False  # Inductor tunes its own Triton kernels' launch configurations (no template benchmarking)
     optimizations: Switches = field(default_factory=dict)
 
     def note(self, switch: str, applied: bool, detail: str) -> None:
@@ -64,11 +66,13 @@ def resolve_plan(spec: RunSpec, cuda: bool) -> OptimizationPlan:
         plan.note("fused_optimizer", False, f"baseline: {optimizer} with PyTorch's default implementation")
         plan.note("cudnn_benchmark", False, "baseline: framework default")
         plan.note("freezing", False, "baseline: eager")
+        plan.note("inductor_kernel_tuning", False, "baseline: eager")
         return plan
     options = spec.engine_options
     plan.channels_last, why = _choice(options, "channels_last", cuda)
     plan.note("channels_last", plan.channels_last, f"{why}: {'NHWC' if plan.channels_last else 'NCHW'} on {'cuda' if cuda else 'cpu'}")
     _compile(plan, options)
+    _kernel_tuning(plan, options)
     _freezing(plan, spec)
     _cuda_graphs(plan, spec)
     _fused_optimizer(plan, spec, optimizer)
@@ -89,6 +93,26 @@ def _compile(plan: OptimizationPlan, options: Mapping[str, Any]) -> None:
     else:
         reason = "cpu: inductor compile of the model takes minutes on CPU" if why == "auto" and not plan.cuda else "off, eager model"
         plan.note("compile", False, f"{why}: {reason}")
+
+
+def _kernel_tuning(plan: OptimizationPlan, options: Mapping[str, Any]) -> None:
+    """Inductor's tuning of its own generated kernels (BatchNorm's reductions among them) without max-autotune's
+    benchmarking of convolution and GEMM templates: the part of max-autotune's gain that session 20's profile found."""
+    plan.kernel_tuning, why = _choice(options, "inductor_kernel_tuning", False)
+    if plan.kernel_tuning and options.get("compile") is False:
+        raise UnsupportedError("engine option inductor_kernel_tuning: true needs compile (it tunes Inductor's kernels)")
+    if plan.compile and plan.compile_mode in AUTOTUNE_MODES:
+        plan.kernel_tuning = False
+        plan.note("inductor_kernel_tuning", True, f"compile_mode {plan.compile_mode!r} tunes Inductor's kernels itself")
+    elif plan.kernel_tuning and not (plan.cuda and plan.compile):  # on a CPU: compile auto is off there
+        plan.kernel_tuning = False
+        plan.note("inductor_kernel_tuning", False, "cpu: Inductor's CPU kernels are C++, not tuned Triton launches")
+    elif plan.kernel_tuning:
+        plan.note("inductor_kernel_tuning", True, f"{why}: Inductor benchmarks every launch configuration of its "
+                  "reduction and pointwise kernels at their first run, then refines their block sizes "
+                  "(max_autotune_pointwise, coordinate_descent_tuning); convolutions and GEMMs keep ATen/cuDNN")
+    else:
+        plan.note("inductor_kernel_tuning", False, f"{why}: off, the kernels' heuristic launch configurations")
 
 
 def _freezing(plan: OptimizationPlan, spec: RunSpec) -> None:

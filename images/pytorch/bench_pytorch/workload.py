@@ -221,6 +221,20 @@ def build_workload(spec: RunSpec, data: Dataset, device: torch.device) -> TorchW
     return workload
 
 
+def configure_inductor(plan: OptimizationPlan) -> None:
+    """Inductor's process-wide settings the plan asks for, read when the forward first compiles and its kernels first
+    run (this process compiles only this model): freezing, and the tuning of Inductor's own kernels."""
+    if not (plan.freezing or plan.kernel_tuning):
+        return
+    import torch._inductor.config as inductor_config
+
+    if plan.freezing:
+        inductor_config.freezing = True
+    if plan.kernel_tuning:
+        inductor_config.max_autotune_pointwise = True
+        inductor_config.coordinate_descent_tuning = True
+
+
 def _build_steps(model: nn.Module, plan: OptimizationPlan, precision: Precision, dist: DistContext | None, device: torch.device,
                  optimizer_block: Mapping[str, Any] | None) -> _Built:
     """The model in its memory format (DDP-wrapped, compiled as the plan says), its optimizer and step functions;
@@ -231,10 +245,7 @@ def _build_steps(model: nn.Module, plan: OptimizationPlan, precision: Precision,
     # DDP wraps the model before the step is built; CUDA graphs need it built on the capture stream
     stream = torch.cuda.Stream(device) if dist is not None and plan.cuda_graphs and training else None
     net = wrap_ddp(model, dist, stream) if dist is not None and training else model
-    if plan.freezing:  # read when the forward first compiles; this process compiles only this model
-        import torch._inductor.config as inductor_config
-
-        inductor_config.freezing = True
+    configure_inductor(plan)
     forward = torch.compile(net, mode=plan.compile_mode) if plan.compile else net
     loss_fn = nn.CrossEntropyLoss()
     optimizer = None

@@ -11,11 +11,15 @@
 # AUTOTUNE_FIRST=1 runs each pair's autotuned cell first; CELLS_224_ONLY=1 leaves out the CIFAR pair. PROFILE=1 (the
 # default) then profiles the 224 pair's repeat 1 in each mode (step_profile.py, 10 steps, from Inductor's caches on
 # this machine): kernel classes per step, to attribute the autotuned mode's gain (4.1% on an H100, session 18).
+# KERNEL_TUNING=1 (session 20) adds a third cell per pair, the default mode with engine option inductor_kernel_tuning
+# (Inductor tunes its own reduction/pointwise kernels, where session 20's profiles put max-autotune's whole gain, without
+# timing convolution/GEMM templates), profiled too; AUTOTUNE=0 leaves out the max-autotune cell (measured on three H100s).
 # DEVICE=cpu SMOKE=1 AUTOTUNE_CIFAR_PRECISIONS=fp32 rehearses it on a CPU (tf32 needs a GPU).
 source "$(dirname "$0")/campaign_lib.sh"
 device=${DEVICE:-cuda}; smoke=(); [ "${SMOKE:-0}" = 1 ] && smoke=(--smoke)
 run() { python3 -m orchestrator scenario run "$@" --device "$device" --runtime local "${smoke[@]}"; }
 autotune=(--set engines.pytorch.options.compile_mode=max-autotune-no-cudagraphs --set "measurement.stall_s=${AUTOTUNE_STALL_S:-1500}")
+kernel_tuning=(--set engines.pytorch.options.inductor_kernel_tuning=true --set "measurement.stall_s=${AUTOTUNE_STALL_S:-1500}")
 precisions=${AUTOTUNE_CIFAR_PRECISIONS:-bf16,tf32}
 step "autotune start on $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)"
 cifar=(scenarios/cifar_resnet50.yaml --engines pytorch --set "matrix.precisions=[$precisions]" --precisions "$precisions"
@@ -32,13 +36,22 @@ max_autotune() {  # max_autotune NAME LABEL ARGS...: the cell with compile_mode 
   bg "$out/${name}_autotune.log" run "$@" "${autotune[@]}" --label "$label max-autotune" --out "$out/${name}_autotune"
   step "$name autotune rc $?"
 }
-pair() {  # pair NAME LABEL ARGS...: both modes on this machine; AUTOTUNE_FIRST=1 runs max-autotune first, so a
+kernel_tuned() {  # kernel_tuned NAME LABEL ARGS...: the default mode with inductor_kernel_tuning (KERNEL_TUNING=1)
+  local name=$1 label=$2; shift 2
+  [ "${KERNEL_TUNING:-0}" = 1 ] || return 0
+  bg "$out/${name}_kerneltune.log" run "$@" "${kernel_tuning[@]}" --label "$label inductor kernel tuning" --out "$out/${name}_kerneltune"
+  step "$name kerneltune rc $?"
+}
+tuned() { [ "${AUTOTUNE:-1}" = 1 ] && max_autotune "$@"; kernel_tuned "$@"; }
+pair() {  # pair NAME LABEL ARGS...: the modes on this machine; AUTOTUNE_FIRST=1 runs the tuned cells first, so a
   # budget that ends in the pair cuts the cheap baseline (about 3 min at 224, 2 repeats) rather than the long autotune
-  if [ "${AUTOTUNE_FIRST:-0}" = 1 ]; then max_autotune "$@"; default_mode "$@"; else default_mode "$@"; max_autotune "$@"; fi
+  if [ "${AUTOTUNE_FIRST:-0}" = 1 ]; then tuned "$@"; default_mode "$@"; else default_mode "$@"; tuned "$@"; fi
 }
 pair train224 "issue 26 training" "${train224[@]}"
 if [ "${PROFILE:-1}" = 1 ]; then  # where the 224 step's time goes in each mode (step_profiles.jsonl), after both ran
-  profile train224_autotune pytorch bf16; profile train224_default pytorch bf16
+  [ "${AUTOTUNE:-1}" = 1 ] && profile train224_autotune pytorch bf16
+  [ "${KERNEL_TUNING:-0}" = 1 ] && profile train224_kerneltune pytorch bf16
+  profile train224_default pytorch bf16
 fi
 [ "${CELLS_224_ONLY:-0}" = 1 ] || pair cifar "issue 26 cifar pytorch" "${cifar[@]}"
 finish
