@@ -9,9 +9,10 @@ runs ``--steps`` steps (whole calls) under CUPTI kernel tracing and prints one J
 - ``gpu_busy_ms_per_step``: the union of the kernels' intervals per step (overlapping kernels counted once),
   and ``gpu_idle_share``: the part of the traced span with no kernel running (launch gaps, host waits);
 - ``launches_per_step`` and, per kernel class (convolution, GEMM, fusion/elementwise, optimizer, copy, other),
-  GPU time, share and kernels per step; the ``--top`` kernels by time, and ``kernels``: every kernel name with its
-  time and calls per step, so that a profile can be classified again later (``python3 step_profile.py --reclassify
-  FILE.jsonl``).
+  GPU time, share and kernels per step; the same per kernel family (``families``: which library made the kernel,
+  Inductor's reductions, pointwise, persistent reductions and templates, cuDNN, cuBLAS, ATen, XLA's fusions); the
+  ``--top`` kernels by time, and ``kernels``: every kernel name with its time and calls per step, so that a profile
+  can be classified again later (``python3 step_profile.py --reclassify FILE.jsonl``).
 
 Inductor names its Triton kernels after the operations they fuse (``triton_poi_fused_..._convolution_backward_...``
 is a pointwise kernel beside a convolution's backward, not a convolution): a name Inductor gave is classified by its
@@ -38,7 +39,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,15 @@ CLASSES = (
 
 
 INDUCTOR_KERNEL = re.compile(r"^triton_(?P<kind>poi|red|per|tem)_")
+INDUCTOR_FAMILIES = {"red": "inductor reduction", "poi": "inductor pointwise", "per": "inductor persistent reduction",
+                     "tem": "inductor template"}
+FAMILIES = (  # which library made a kernel that Inductor did not generate, the first pattern that matches
+    ("cudnn", re.compile(r"cudnn|xmma|implicit_gemm|winograd", re.I)),
+    ("cublas", re.compile(r"nvjet|cublas|gemm", re.I)),
+    ("memcpy/memset", re.compile(r"^memcpy|^memset", re.I)),
+    ("aten", re.compile(r"at::native|at::cuda|c10::", re.I)),
+    ("xla fusion", re.compile(r"fusion|^loop_|^input_|^wrapped_", re.I)),
+)
 
 
 def classify(name: str) -> str:
@@ -62,6 +72,19 @@ def classify(name: str) -> str:
             return "fusion/elementwise"
         return "convolution" if "convolution" in name else "gemm"
     for label, pattern in CLASSES:
+        if pattern.search(name):
+            return label
+    return "other"
+
+
+def family(name: str) -> str:
+    """Which library made a kernel: Inductor's by its kind (reduction, pointwise, persistent reduction, template),
+    any other's by the first pattern of ``FAMILIES`` that matches. Beside ``classify``'s operation classes this splits
+    what a compiler tuned from what a vendor library chose (session 20: max-autotune's gain is all in the first)."""
+    inductor = INDUCTOR_KERNEL.match(name)
+    if inductor is not None:
+        return INDUCTOR_FAMILIES[inductor["kind"]]
+    for label, pattern in FAMILIES:
         if pattern.search(name):
             return label
     return "other"
@@ -94,23 +117,22 @@ def summarise(kernels: list[tuple[str, float, float]], steps: int, wall_s: float
     span_us = max(ts + dur for _, ts, dur in kernels) - min(ts for _, ts, _ in kernels)
     busy = busy_us((ts, ts + dur) for _, ts, dur in kernels)
     per_name: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
-    per_class: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
     for name, _, dur in kernels:
-        for table, key in ((per_name, name), (per_class, classify(name))):
-            table[key][0] += dur
-            table[key][1] += 1
-    summed = sum(v[0] for v in per_class.values())
+        per_name[name][0] += dur
+        per_name[name][1] += 1
+    summed = sum(us for us, _ in per_name.values())
     by_time = sorted(per_name.items(), key=lambda kv: -kv[1][0])
+    table = [(name, us / steps / 1e3, count / steps) for name, (us, count) in by_time]
     return {
         "steps": steps, "step_wall_ms": round(wall_s / steps * 1e3, 4),
         "gpu_busy_ms_per_step": round(busy / steps / 1e3, 4),
         "gpu_idle_share": round(1.0 - busy / span_us, 4) if span_us > 0 else 0.0,
         "kernel_sum_ms_per_step": round(summed / steps / 1e3, 4),
         "launches_per_step": round(len(kernels) / steps, 1),
-        "classes": class_table({label: (us / steps / 1e3, count / steps) for label, (us, count) in per_class.items()}),
+        "classes": grouped(table, classify), "families": grouped(table, family),
         "top_kernels": [{"name": name[:120], "ms_per_step": round(us / steps / 1e3, 4), "calls_per_step": round(count / steps, 2)}
                         for name, (us, count) in by_time[:top]],
-        "kernels": [[name, round(us / steps / 1e3, 5), round(count / steps, 2)] for name, (us, count) in by_time],
+        "kernels": [[name, round(ms, 5), round(calls, 2)] for name, ms, calls in table],
     }
 
 
@@ -121,19 +143,24 @@ def class_table(per_class: dict[str, tuple[float, float]]) -> dict[str, dict[str
             for label, (ms, count) in sorted(per_class.items(), key=lambda kv: -kv[1][0])}
 
 
+def grouped(kernels: Iterable[tuple[str, float, float]], key: Callable[[str], str]) -> dict[str, dict[str, float]]:
+    """A ``class_table`` of ``(name, ms per step, calls per step)`` kernels grouped by ``key(name)``."""
+    per_group: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for name, ms, calls in kernels:
+        totals = per_group[key(name)]
+        totals[0] += ms
+        totals[1] += calls
+    return class_table({label: (ms, count) for label, (ms, count) in per_group.items()})
+
+
 def reclassify(profile: dict[str, Any]) -> dict[str, Any]:
-    """``profile`` with its ``classes`` computed again from its ``kernels`` (by this version's ``classify``); a profile
-    without them (written before session 19) is returned as it is, with a note."""
+    """``profile`` with its ``classes`` and ``families`` computed again from its ``kernels`` (by this version's
+    ``classify`` and ``family``); a profile without them (written before session 19) is returned as it is, with a note."""
     if "classes" not in profile:  # another line of a profile's log (an autotune choice)
         return profile
     if not profile.get("kernels"):
         return {**profile, "note": "no kernels table (a profile written before session 19): its classes stay as written"}
-    per_class: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
-    for name, ms, calls in profile["kernels"]:
-        totals = per_class[classify(name)]
-        totals[0] += ms
-        totals[1] += calls
-    return {**profile, "classes": class_table({label: (ms, count) for label, (ms, count) in per_class.items()})}
+    return {**profile, "classes": grouped(profile["kernels"], classify), "families": grouped(profile["kernels"], family)}
 
 
 def loop_trace_warning(engine: str, steps_per_call: int) -> str | None:

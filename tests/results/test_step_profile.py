@@ -14,7 +14,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "pro
 
 import run_folder
 from run_folder import use_bench_compile_caches
-from step_profile import busy_us, classify, kernels_of_trace, main, reclassify, summarise
+from step_profile import busy_us, classify, family, kernels_of_trace, main, reclassify, summarise
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_overlapping_kernels_count_once_and_gaps_not_at_all() -> None:
@@ -51,6 +53,43 @@ def test_inductor_kernels_are_classified_by_their_kind_not_the_operations_they_f
     assert classify("triton_per_fused_convolution_backward_sum_2") == "fusion/elementwise"
     assert classify("triton_tem_fused_convolution_3") == "convolution" and classify("triton_tem_fused_addmm_4") == "gemm"
     assert classify("sm90_xmma_dgrad_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nhwc") == "convolution"
+
+
+def test_kernel_families_say_which_library_made_a_kernel() -> None:
+    # names from session 20's H100 profiles and session 10's JAX one
+    assert family("triton_red_fused__native_batch_norm_legit_functional_native_batch_norm_backward_6") == "inductor reduction"
+    assert family("triton_poi_fused__native_batch_norm_legit_functional_add_convolution_relu_21") == "inductor pointwise"
+    assert family("triton_per_fused__native_batch_norm_legit_functional_copy__44") == "inductor persistent reduction"
+    assert family("triton_tem_fused_convolution_8") == "inductor template"
+    assert family("sm90_xmma_wgrad_indexed_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nhwc_tilesize64x64x64") == "cudnn"
+    assert family("void cutlass__5x_cudnn::Kernel<cutlass__5x_cudnn::reduction::kernel::ReduceSplitK<") == "cudnn"
+    assert family("nvjet_sm90_tst_64x32_64x16_1x2_h_bz_splitK_NTT") == "cublas"
+    assert family("void cublasLt::splitKreduce_kernel<32, 16, int, float>") == "cublas"
+    assert family("Memset (Unknown)") == "memcpy/memset" and family("Memcpy DtoD (Device -> Device)") == "memcpy/memset"
+    assert family("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>") == "aten"
+    assert family("loop_add_fusion_3") == "xla fusion" and family("input_reduce_fusion") == "xla fusion"
+    assert family("mystery") == "other"
+    out = summarise([("triton_red_fused_x_0", 0.0, 3.0), ("nvjet_sm90_tst", 3.0, 1.0)], steps=1, wall_s=4e-6, top=1)
+    assert out["families"] == {"inductor reduction": {"ms_per_step": 0.003, "share": 0.75, "kernels_per_step": 1.0},
+                               "cublas": {"ms_per_step": 0.001, "share": 0.25, "kernels_per_step": 1.0}}
+
+
+def test_session_20s_profiles_split_max_autotunes_gain_by_family() -> None:
+    """The published H100 profiles, classified again: the README's figures of where max-autotune's gain lies."""
+    lines = (REPO / "docs/results/h100/issue26_session20/step_profiles.jsonl").read_text().splitlines()
+    autotune, default = (reclassify(json.loads(line))["families"] for line in lines)
+    saved = {name: default[name]["ms_per_step"] - autotune.get(name, {"ms_per_step": 0.0})["ms_per_step"] for name in default}
+    assert saved["inductor reduction"] == pytest.approx(1.30, abs=0.01)
+    assert saved["inductor pointwise"] == pytest.approx(0.30, abs=0.01)
+    assert autotune["inductor template"]["ms_per_step"] == pytest.approx(1.61, abs=0.01) and "inductor template" not in default
+    assert saved["cudnn"] - autotune["inductor template"]["ms_per_step"] == pytest.approx(-0.05, abs=0.02)
+    lines = (REPO / "docs/results/h100/issue26_session20/kernel_tuning/step_profiles.jsonl").read_text().splitlines()
+    tuned, default = (reclassify(json.loads(line))["families"] for line in lines)
+    inductor = [name for name in default if name.startswith("inductor")]
+    assert sum(default[n]["ms_per_step"] - tuned[n]["ms_per_step"] for n in inductor) == pytest.approx(1.53, abs=0.01)
+    assert default["inductor reduction"]["ms_per_step"] - tuned["inductor reduction"]["ms_per_step"] == pytest.approx(1.22, abs=0.01)
+    libraries = ("cudnn", "cublas")
+    assert sum(tuned[n]["ms_per_step"] - default[n]["ms_per_step"] for n in libraries) == pytest.approx(0.09, abs=0.01)
 
 
 def test_a_profile_keeps_every_kernel_and_can_be_classified_again() -> None:
