@@ -142,13 +142,14 @@ def environment_table(env: EnvironmentDiff, wide: bool = False) -> ReportTable:
     """The facts that differ between A and B: scope (artifact or engine), fact, A's value, B's value."""
     fields = [Field("scope", lambda d: d.scope), Field("fact", lambda d: d.key),
               Field("A", lambda d: d.a, blank_dash, wrap=True), Field("B", lambda d: d.b, blank_dash, wrap=True)]
-    return view("environment", "environment: what differs (A -> B)", fields, list(env.differences), wide)
+    return view("environment", "environment and optimizations: what differs (A -> B)", fields, list(env.differences), wide)
 
 
 def _render_environment(env: EnvironmentDiff, wide: bool) -> None:
     """The metadata diff: only the facts that differ, or 'same environment'."""
     if env.same:
-        out.print(markup("environment: same environment (bench, host, driver, GPUs" + (", " + ", ".join(env.engines) if env.engines else "") + ")"))
+        engines = ", ".join(env.engines)
+        out.print(markup("environment: same environment and optimizations (bench, host, driver, GPUs" + (f", {engines}" if engines else "") + ")"))
         return
     out.print(rich_table(environment_table(env, wide), wide))
 

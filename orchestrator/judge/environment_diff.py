@@ -3,7 +3,9 @@
 Facts are read per artifact (summary ``host``: bench version, Python, OS, NVIDIA driver, GPUs) and per
 engine over its runs that started (``result.json`` ``environment``: framework and versions, CUDA/cuDNN,
 driver, devices; ``run.json`` ``runtime``: image, image id, base digest; ``telemetry.gpu``: GPU name,
-clocks, power limit; ``host``: CPU model, governor, boost, affinity). A fact with several values
+clocks, power limit; ``host``: CPU model, governor, boost, affinity), and the engine's optimizations as it
+reported them (``result.json`` ``work.optimizations``: applied or not, and why, which names a compile mode or an
+engine option), so a comparison of two options or modes says what it compares. A fact with several values
 across one engine's runs reads as them all, joined. Only engines present in both artifacts are compared.
 """
 
@@ -64,7 +66,17 @@ def run_facts(record: Mapping[str, Any], result: Mapping[str, Any]) -> Facts:
     facts.update({f"gpu.{k}": _text([d.get(k) for d in devices if isinstance(d, dict)]) for k in GPU_DEVICE_KEYS})
     host = record.get("host") or {}
     facts.update({f"host.{k}": _text(host.get(k)) for k in HOST_KEYS})
+    optimizations = (result.get("work") or {}).get("optimizations") or {}
+    facts.update({f"optimizations.{name}": _switch_text(switch) for name, switch in optimizations.items()})
     return facts
+
+
+def _switch_text(switch: Any) -> str | None:
+    """An engine's reported switch as ``on: detail`` / ``off: detail``."""
+    if not isinstance(switch, dict):
+        return _text(switch)
+    state = "on" if switch.get("applied") else "off"
+    return f"{state}: {switch['detail']}" if switch.get("detail") else state
 
 
 def _merge(runs: list[Facts]) -> Facts:

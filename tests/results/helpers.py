@@ -66,9 +66,10 @@ def _telemetry(run_dir: Path, power_w: float, seconds: float = 2.0, gpus: int = 
 def build_artifact(root: Path, throughputs: dict[tuple[str, str], list[float | None]], scenario: str = "synthetic",
                    artifact_id: str = "20260101T000000Z-aaaaaa", telemetry_power: float | None = None, smoke: bool = False,
                    environment: dict[str, Any] | None = None, host: dict[str, Any] | None = None,
-                   runtimes: dict[str, dict[str, Any]] | None = None) -> Path:
+                   runtimes: dict[str, dict[str, Any]] | None = None, optimizations: dict[str, Any] | None = None) -> Path:
     """An artifact folder with one run per value; ``None`` makes a failed run. Returns its folder.
-    ``environment`` updates every result's environment; ``host`` is every run record's host block;
+    ``environment`` updates every result's environment, ``optimizations`` its ``work.optimizations``;
+    ``host`` is every run record's host block;
     ``runtimes``: run id or engine -> the run record's runtime block (default: local)."""
     from orchestrator.artifacts import Artifact, write_manifest
     from orchestrator.jsonio import write_json
@@ -93,6 +94,8 @@ def build_artifact(root: Path, throughputs: dict[tuple[str, str], list[float | N
             result = _result(run_id, engine, precision, value) if ok else None
             if result and environment:
                 result["environment"].update(environment)
+            if result and optimizations:
+                result["work"]["optimizations"].update(optimizations)
             if host is not None:
                 record["host"] = host
             if telemetry_power is not None:

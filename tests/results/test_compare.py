@@ -137,3 +137,26 @@ def test_environment_diff(make_artifact: Callable[..., Path], monkeypatch: pytes
     }
     code, out, _ = run_cli(["results", "compare", a, b], monkeypatch, capsys)
     assert code == 0 and "environment.framework_version" in out and "2.14.0+cpu" in out and "same environment" not in out
+
+
+def test_the_diff_names_the_optimizations_that_differ(make_artifact: Callable[..., Path], monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture) -> None:
+    """Two compile modes or engine options compared: the diff says which, from what the engine reported it did."""
+    def compile_mode(mode: str) -> dict[str, dict[str, object]]:
+        return {"compile": {"applied": True, "detail": f"auto: torch.compile(mode={mode!r})"}}
+
+    a = make_artifact({("pytorch", "bf16"): BASE}, host=HOST, optimizations=compile_mode("default"))
+    b = make_artifact({("pytorch", "bf16"): BASE}, host=HOST, optimizations={
+        **compile_mode("max-autotune-no-cudagraphs"), "inductor_kernel_tuning": {"applied": True, "detail": "option: tuned"}})
+    code, out, err = run_cli(["results", "compare", a, b, "--json"], monkeypatch, capsys)
+    assert code == 0, err
+    assert {(d["scope"], d["key"]): (d["a"], d["b"]) for d in json.loads(out)["environment"]["differences"]} == {
+        ("pytorch", "optimizations.compile"): ("on: auto: torch.compile(mode='default')",
+                                               "on: auto: torch.compile(mode='max-autotune-no-cudagraphs')"),
+        ("pytorch", "optimizations.inductor_kernel_tuning"): (None, "on: option: tuned"),
+    }
+    code, out, _ = run_cli(["results", "compare", a, b, "--wide"], monkeypatch, capsys)
+    assert code == 0 and "optimizations.inductor_kernel_tuning" in out and "same environment" not in out
+    same = make_artifact({("pytorch", "bf16"): BASE}, host=HOST, optimizations=compile_mode("default"))
+    code, out, _ = run_cli(["results", "compare", a, same], monkeypatch, capsys)
+    assert code == 0 and "same environment and optimizations" in out
