@@ -66,8 +66,10 @@ def run_facts(record: Mapping[str, Any], result: Mapping[str, Any]) -> Facts:
     facts.update({f"gpu.{k}": _text([d.get(k) for d in devices if isinstance(d, dict)]) for k in GPU_DEVICE_KEYS})
     host = record.get("host") or {}
     facts.update({f"host.{k}": _text(host.get(k)) for k in HOST_KEYS})
-    optimizations = (result.get("work") or {}).get("optimizations") or {}
-    facts.update({f"optimizations.{name}": _switch_text(switch) for name, switch in optimizations.items()})
+    work = result.get("work")
+    optimizations = work.get("optimizations") if isinstance(work, dict) else None
+    if isinstance(optimizations, dict):
+        facts.update({f"optimizations.{name}": _switch_text(switch) for name, switch in optimizations.items()})
     return facts
 
 

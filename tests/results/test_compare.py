@@ -160,3 +160,14 @@ def test_the_diff_names_the_optimizations_that_differ(make_artifact: Callable[..
     same = make_artifact({("pytorch", "bf16"): BASE}, host=HOST, optimizations=compile_mode("default"))
     code, out, _ = run_cli(["results", "compare", a, same], monkeypatch, capsys)
     assert code == 0 and "same environment and optimizations" in out
+
+
+def test_optimization_facts_tolerate_an_odd_work_block() -> None:
+    from orchestrator.judge.environment_diff import run_facts
+
+    def optimizations(result: dict[str, object]) -> dict[str, str | None]:
+        return {k: v for k, v in run_facts({}, result).items() if k.startswith("optimizations.")}
+
+    assert optimizations({"work": [1]}) == {} and optimizations({"work": {"optimizations": "none"}}) == {}
+    assert optimizations({"work": {"optimizations": {"compile": {"applied": True}, "odd": {"applied": False, "detail": "why"}}}}) == {
+        "optimizations.compile": "on", "optimizations.odd": "off: why"}
