@@ -120,37 +120,31 @@ def summarise(kernels: list[tuple[str, float, float]], steps: int, wall_s: float
     for name, _, dur in kernels:
         per_name[name][0] += dur
         per_name[name][1] += 1
-    summed = sum(us for us, _ in per_name.values())
-    by_time = sorted(per_name.items(), key=lambda kv: -kv[1][0])
-    table = [(name, us / steps / 1e3, count / steps) for name, (us, count) in by_time]
+    table = [(name, us / steps / 1e3, count / steps) for name, (us, count) in sorted(per_name.items(), key=lambda kv: -kv[1][0])]
     return {
         "steps": steps, "step_wall_ms": round(wall_s / steps * 1e3, 4),
         "gpu_busy_ms_per_step": round(busy / steps / 1e3, 4),
         "gpu_idle_share": round(1.0 - busy / span_us, 4) if span_us > 0 else 0.0,
-        "kernel_sum_ms_per_step": round(summed / steps / 1e3, 4),
+        "kernel_sum_ms_per_step": round(sum(ms for _, ms, _ in table), 4),
         "launches_per_step": round(len(kernels) / steps, 1),
         "classes": grouped(table, classify), "families": grouped(table, family),
-        "top_kernels": [{"name": name[:120], "ms_per_step": round(us / steps / 1e3, 4), "calls_per_step": round(count / steps, 2)}
-                        for name, (us, count) in by_time[:top]],
+        "top_kernels": [{"name": name[:120], "ms_per_step": round(ms, 4), "calls_per_step": round(calls, 2)}
+                        for name, ms, calls in table[:top]],
         "kernels": [[name, round(ms, 5), round(calls, 2)] for name, ms, calls in table],
     }
 
 
-def class_table(per_class: dict[str, tuple[float, float]]) -> dict[str, dict[str, float]]:
-    """``classes`` of a profile from (ms per step, kernels per step) per class, the longest first."""
-    summed = sum(ms for ms, _ in per_class.values())
-    return {label: {"ms_per_step": round(ms, 4), "share": round(ms / summed, 4) if summed else 0.0, "kernels_per_step": round(count, 1)}
-            for label, (ms, count) in sorted(per_class.items(), key=lambda kv: -kv[1][0])}
-
-
 def grouped(kernels: Iterable[tuple[str, float, float]], key: Callable[[str], str]) -> dict[str, dict[str, float]]:
-    """A ``class_table`` of ``(name, ms per step, calls per step)`` kernels grouped by ``key(name)``."""
+    """``(name, ms per step, calls per step)`` kernels grouped by ``key(name)``: per group its ms and kernels per
+    step and its share of the kernel time, the longest first (a profile's ``classes`` and ``families``)."""
     per_group: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
     for name, ms, calls in kernels:
         totals = per_group[key(name)]
         totals[0] += ms
         totals[1] += calls
-    return class_table({label: (ms, count) for label, (ms, count) in per_group.items()})
+    summed = sum(ms for ms, _ in per_group.values())
+    return {label: {"ms_per_step": round(ms, 4), "share": round(ms / summed, 4) if summed else 0.0, "kernels_per_step": round(count, 1)}
+            for label, (ms, count) in sorted(per_group.items(), key=lambda kv: -kv[1][0])}
 
 
 def reclassify(profile: dict[str, Any]) -> dict[str, Any]:
