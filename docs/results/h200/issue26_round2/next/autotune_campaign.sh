@@ -14,6 +14,8 @@
 # KERNEL_TUNING=1 (session 20) adds a third cell per pair, the default mode with engine option inductor_kernel_tuning
 # (Inductor tunes its own reduction/pointwise kernels, where session 20's profiles put max-autotune's whole gain, without
 # timing convolution/GEMM templates), profiled too; AUTOTUNE=0 leaves out the max-autotune cell (measured on three H100s).
+# CIFAR_REPEATS (default REPEATS) sets the CIFAR pair's repeats apart: one is enough to read a tuned warmup against
+# measurement.stall_s (session 21).
 # DEVICE=cpu SMOKE=1 AUTOTUNE_CIFAR_PRECISIONS=fp32 rehearses it on a CPU (tf32 needs a GPU).
 source "$(dirname "$0")/campaign_lib.sh"
 device=${DEVICE:-cuda}; smoke=(); [ "${SMOKE:-0}" = 1 ] && smoke=(--smoke)
@@ -23,7 +25,7 @@ kernel_tuning=(--set engines.pytorch.options.inductor_kernel_tuning=true --set "
 precisions=${AUTOTUNE_CIFAR_PRECISIONS:-bf16,tf32}
 step "autotune start on $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)"
 cifar=(scenarios/cifar_resnet50.yaml --engines pytorch --set "matrix.precisions=[$precisions]" --precisions "$precisions"
-  --repeats "${REPEATS:-1}")
+  --repeats "${CIFAR_REPEATS:-${REPEATS:-1}}")
 train224=(scenarios/imagenet_resnet50.yaml --engines pytorch --precisions bf16 --devices 1 --repeats "${REPEATS:-1}")
 default_mode() {  # default_mode NAME LABEL ARGS...: the cell in the default compile mode (BASELINE=1)
   local name=$1 label=$2; shift 2
