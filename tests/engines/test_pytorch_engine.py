@@ -217,6 +217,9 @@ def test_inductor_kernel_tuning_is_an_option_for_compiled_cuda_runs() -> None:
 
     auto = resolve_plan(run_spec(path="optimized"), cuda=True)
     assert not auto.kernel_tuning and auto.optimizations["inductor_kernel_tuning"].detail.startswith("auto: off")
+    assert "nothing at 32x32" in auto.optimizations["inductor_kernel_tuning"].detail  # why auto leaves it off (session 22)
+    off = resolve_plan(run_spec(path="optimized", engine_options={"inductor_kernel_tuning": False}), cuda=True)
+    assert off.optimizations["inductor_kernel_tuning"].detail == "option: off, the kernels' heuristic launch configurations"
     on = resolve_plan(run_spec(path="optimized", engine_options={"inductor_kernel_tuning": True}), cuda=True)
     assert on.kernel_tuning and on.optimizations["inductor_kernel_tuning"].applied
     assert "coordinate_descent_tuning" in on.optimizations["inductor_kernel_tuning"].detail

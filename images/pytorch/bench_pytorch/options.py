@@ -112,7 +112,8 @@ def _kernel_tuning(plan: OptimizationPlan, options: Mapping[str, Any]) -> None:
                   "reduction and pointwise kernels at their first run, then refines their block sizes "
                   "(max_autotune_pointwise, coordinate_descent_tuning); convolutions and GEMMs keep ATen/cuDNN")
     else:
-        plan.note("inductor_kernel_tuning", False, f"{why}: off, the kernels' heuristic launch configurations")
+        because = " (an H100 measured 3.7% at 224x224 and nothing at 32x32, README)" if why == "auto" else ""
+        plan.note("inductor_kernel_tuning", False, f"{why}: off{because}, the kernels' heuristic launch configurations")
 
 
 def _freezing(plan: OptimizationPlan, spec: RunSpec) -> None:
